@@ -1,0 +1,35 @@
+"""ApiVersions (key 18): versions 0-4, flexible from 3."""
+
+from protocol.schema import F, S, Api
+
+API_VERSIONS = Api(
+    key=18,
+    name="ApiVersions",
+    versions="0-4",
+    flexible="3+",
+    request=S(
+        F("client_software_name", "string", v="3+"),
+        F("client_software_version", "string", v="3+"),
+    ),
+    response=S(
+        F("error_code", "int16"),
+        F("api_keys", [S(
+            F("api_key", "int16"),
+            F("min_version", "int16"),
+            F("max_version", "int16"),
+        )]),
+        F("throttle_time_ms", "int32", v="1+"),
+        F("supported_features", [S(
+            F("name", "string"),
+            F("min_version", "int16"),
+            F("max_version", "int16"),
+        )], v="3+", tag=0),
+        F("finalized_features_epoch", "int64", v="3+", tag=1, default=-1),
+        F("finalized_features", [S(
+            F("name", "string"),
+            F("max_version_level", "int16"),
+            F("min_version_level", "int16"),
+        )], v="3+", tag=2),
+        F("zk_migration_ready", "bool", v="3+", tag=3),
+    ),
+)

@@ -1,0 +1,342 @@
+"""Low-level readers and writers for Kafka's primitive wire types.
+
+These functions are the runtime of the codec: the construct classes in
+``protocol.types`` call them when interpreted, and the code that construct's
+``compile()`` emits for those classes calls the very same functions, so both
+paths agree byte for byte.
+
+Every reader takes a binary stream (``io.BytesIO``) and raises ``DecodeError``
+on truncated or malformed input; every writer takes the stream and the value.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid as _uuid
+
+__all__ = [
+    "DecodeError",
+    "read_exact",
+    "read_uvarint",
+    "write_uvarint",
+    "uvarint_size",
+    "read_varint",
+    "write_varint",
+    "read_varlong",
+    "write_varlong",
+    "read_string",
+    "read_nullable_string",
+    "read_compact_string",
+    "read_compact_nullable_string",
+    "write_string",
+    "write_nullable_string",
+    "write_compact_string",
+    "write_compact_nullable_string",
+    "read_bytes",
+    "read_nullable_bytes",
+    "read_compact_bytes",
+    "read_compact_nullable_bytes",
+    "write_bytes",
+    "write_nullable_bytes",
+    "write_compact_bytes",
+    "write_compact_nullable_bytes",
+    "read_array_count",
+    "read_compact_array_count",
+    "write_array_count",
+    "write_compact_array_count",
+    "read_uuid",
+    "write_uuid",
+    "skip_tagged_field",
+    "ZERO_UUID",
+]
+
+
+class DecodeError(ValueError):
+    """The bytes do not form a valid value of the expected type."""
+
+
+ZERO_UUID = _uuid.UUID(int=0)
+
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_pack_i16 = _INT16.pack
+_pack_i32 = _INT32.pack
+_unpack_i16 = _INT16.unpack
+_unpack_i32 = _INT32.unpack
+
+
+def read_exact(io, n: int) -> bytes:
+    data = io.read(n)
+    if len(data) != n:
+        raise DecodeError(f"needed {n} bytes, got {len(data)}")
+    return data
+
+
+# --- unsigned varint (LEB128), used by flexible versions -------------------
+
+
+def read_uvarint(io) -> int:
+    read = io.read
+    result = 0
+    shift = 0
+    while True:
+        b = read(1)
+        if not b:
+            raise DecodeError("truncated varint")
+        byte = b[0]
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result
+        shift += 7
+        if shift > 63:
+            raise DecodeError("varint too long")
+
+
+def write_uvarint(io, value: int) -> None:
+    if value < 0:
+        raise ValueError(f"unsigned varint cannot be negative: {value}")
+    if value < 0x80:
+        io.write(bytes((value,)))
+        return
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    io.write(out)
+
+
+def uvarint_size(value: int) -> int:
+    size = 1
+    while value >= 0x80:
+        value >>= 7
+        size += 1
+    return size
+
+
+# --- zig-zag varint / varlong, used inside record batches -------------------
+
+
+def _read_zigzag(io, max_shift: int) -> int:
+    read = io.read
+    result = 0
+    shift = 0
+    while True:
+        b = read(1)
+        if not b:
+            raise DecodeError("truncated varint")
+        byte = b[0]
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (result >> 1) ^ -(result & 1)
+        shift += 7
+        if shift > max_shift:
+            raise DecodeError("varint too long")
+
+
+def read_varint(io) -> int:
+    return _read_zigzag(io, 28)
+
+
+def read_varlong(io) -> int:
+    return _read_zigzag(io, 63)
+
+
+def write_varint(io, value: int) -> None:
+    if not -(1 << 31) <= value < (1 << 31):
+        raise ValueError(f"varint out of range: {value}")
+    write_uvarint(io, ((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
+
+
+def write_varlong(io, value: int) -> None:
+    if not -(1 << 63) <= value < (1 << 63):
+        raise ValueError(f"varlong out of range: {value}")
+    write_uvarint(io, ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
+
+
+# --- strings ----------------------------------------------------------------
+
+
+def _decode_utf8(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"invalid UTF-8 in string: {exc}") from None
+
+
+def read_string(io) -> str:
+    (n,) = _unpack_i16(read_exact(io, 2))
+    if n < 0:
+        raise DecodeError("null value in a non-nullable string")
+    return _decode_utf8(read_exact(io, n))
+
+
+def read_nullable_string(io) -> str | None:
+    (n,) = _unpack_i16(read_exact(io, 2))
+    if n < 0:
+        return None
+    return _decode_utf8(read_exact(io, n))
+
+
+def read_compact_string(io) -> str:
+    n = read_uvarint(io) - 1
+    if n < 0:
+        raise DecodeError("null value in a non-nullable compact string")
+    return _decode_utf8(read_exact(io, n))
+
+
+def read_compact_nullable_string(io) -> str | None:
+    n = read_uvarint(io) - 1
+    if n < 0:
+        return None
+    return _decode_utf8(read_exact(io, n))
+
+
+def write_string(io, value: str) -> None:
+    if value is None:
+        raise ValueError("null value for a non-nullable string")
+    raw = value.encode("utf-8")
+    if len(raw) > 0x7FFF:
+        raise ValueError("string longer than 32767 bytes")
+    io.write(_pack_i16(len(raw)))
+    io.write(raw)
+
+
+def write_nullable_string(io, value: str | None) -> None:
+    if value is None:
+        io.write(b"\xff\xff")
+    else:
+        write_string(io, value)
+
+
+def write_compact_string(io, value: str) -> None:
+    if value is None:
+        raise ValueError("null value for a non-nullable string")
+    raw = value.encode("utf-8")
+    if len(raw) > 0x7FFF:
+        raise ValueError("string longer than 32767 bytes")
+    write_uvarint(io, len(raw) + 1)
+    io.write(raw)
+
+
+def write_compact_nullable_string(io, value: str | None) -> None:
+    if value is None:
+        io.write(b"\x00")
+    else:
+        write_compact_string(io, value)
+
+
+# --- bytes --------------------------------------------------------------------
+
+
+def read_bytes(io) -> bytes:
+    (n,) = _unpack_i32(read_exact(io, 4))
+    if n < 0:
+        raise DecodeError("null value in non-nullable bytes")
+    return read_exact(io, n)
+
+
+def read_nullable_bytes(io) -> bytes | None:
+    (n,) = _unpack_i32(read_exact(io, 4))
+    if n < 0:
+        return None
+    return read_exact(io, n)
+
+
+def read_compact_bytes(io) -> bytes:
+    n = read_uvarint(io) - 1
+    if n < 0:
+        raise DecodeError("null value in non-nullable compact bytes")
+    return read_exact(io, n)
+
+
+def read_compact_nullable_bytes(io) -> bytes | None:
+    n = read_uvarint(io) - 1
+    if n < 0:
+        return None
+    return read_exact(io, n)
+
+
+def write_bytes(io, value) -> None:
+    if value is None:
+        raise ValueError("null value for non-nullable bytes")
+    io.write(_pack_i32(len(value)))
+    io.write(value)
+
+
+def write_nullable_bytes(io, value) -> None:
+    if value is None:
+        io.write(b"\xff\xff\xff\xff")
+    else:
+        write_bytes(io, value)
+
+
+def write_compact_bytes(io, value) -> None:
+    if value is None:
+        raise ValueError("null value for non-nullable bytes")
+    write_uvarint(io, len(value) + 1)
+    io.write(value)
+
+
+def write_compact_nullable_bytes(io, value) -> None:
+    if value is None:
+        io.write(b"\x00")
+    else:
+        write_compact_bytes(io, value)
+
+
+# --- array counts ---------------------------------------------------------------
+
+# A count larger than the bytes left cannot be honest (every element takes at
+# least one byte); refusing it early stops a 4-byte frame from asking for a
+# two-billion element list.
+
+
+def _check_count(io, n: int) -> int:
+    buf = getattr(io, "getbuffer", None)
+    if buf is not None and n > len(buf()) - io.tell():
+        raise DecodeError(f"array count {n} exceeds the remaining bytes")
+    return n
+
+
+def read_array_count(io) -> int:
+    """Classic array count; -1 means null."""
+    (n,) = _unpack_i32(read_exact(io, 4))
+    if n < -1:
+        raise DecodeError(f"invalid array count {n}")
+    return _check_count(io, n) if n > 0 else n
+
+
+def read_compact_array_count(io) -> int:
+    """Compact array count; -1 means null."""
+    n = read_uvarint(io) - 1
+    return _check_count(io, n) if n > 0 else n
+
+
+def write_array_count(io, value) -> None:
+    io.write(_pack_i32(-1 if value is None else len(value)))
+
+
+def write_compact_array_count(io, value) -> None:
+    write_uvarint(io, 0 if value is None else len(value) + 1)
+
+
+# --- uuid -------------------------------------------------------------------------
+
+
+def read_uuid(io) -> _uuid.UUID:
+    return _uuid.UUID(bytes=read_exact(io, 16))
+
+
+def write_uuid(io, value) -> None:
+    if value is None:
+        value = ZERO_UUID
+    io.write(value.bytes)
+
+
+# --- tagged fields ------------------------------------------------------------------
+
+
+def skip_tagged_field(io) -> None:
+    size = read_uvarint(io)
+    read_exact(io, size)
