@@ -1,0 +1,70 @@
+"""API handlers: one module per API key (``k018_api_versions.py`` ...).
+
+Each module registers its handler with ``@api(key=..., versions=(low, high))``;
+ApiVersions answers from this registry, so nothing is advertised that is not
+served.  A handler takes ``(ctx, request)`` and returns the response body as a
+dict (or an awaitable of one), or ``NO_RESPONSE`` for requests Kafka does not
+answer (Produce with acks=0).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from protocol.messages import ALL_APIS
+from protocol.schema import Api
+
+NO_RESPONSE = object()
+
+
+class CloseConnection(Exception):
+    """Raised by a handler when Kafka would drop the connection instead of answering."""
+
+
+@dataclass(slots=True)
+class Registration:
+    key: int
+    min_version: int
+    max_version: int
+    handler: Callable[..., Any]
+    schema: Api
+
+    def serves(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+REGISTRY: dict[int, Registration] = {}
+
+
+def api(*, key: int, versions: tuple[int, int]):
+    """Register the handler of API ``key`` for the inclusive version range."""
+
+    schema = ALL_APIS.get(key)
+    if schema is None:
+        raise RuntimeError(f"no schema declared for api key {key}")
+    low, high = versions
+    if low < schema.min_version or high > schema.max_version:
+        raise RuntimeError(f"{schema.name}: versions {low}-{high} outside the schema's range")
+
+    def register(handler):
+        if key in REGISTRY:
+            raise RuntimeError(f"api key {key} registered twice")
+        REGISTRY[key] = Registration(key, low, high, handler, schema)
+        return handler
+
+    return register
+
+
+def load_handlers() -> dict[int, Registration]:
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        importlib.import_module(f"{__name__}.{info.name}")
+    return REGISTRY
+
+
+def advertised_versions() -> list[tuple[int, int, int]]:
+    """``(api_key, min, max)`` for every registered API, in key order."""
+    load_handlers()
+    return [(r.key, r.min_version, r.max_version) for r in sorted(REGISTRY.values(), key=lambda r: r.key)]

@@ -1,0 +1,119 @@
+"""Metadata (key 3), versions 0-12.
+
+- v0: an empty topic list means every topic; from v1 a null list means every
+  topic and an empty one none.
+- Topics named explicitly are auto-created when ``auto.create.topics.enable``
+  is on and the request allows it (v4+ flag; implicitly allowed before v4).
+  kcoord answers the new topic at once with error 0, where Kafka first answers
+  LEADER_NOT_AVAILABLE (docs/deviations.md).
+- v10+ carry topic ids; v12 may name a topic by id alone (unknown id:
+  UNKNOWN_TOPIC_ID with a null name).  Below v12 a request must name topics and
+  carry zero ids, else the whole request is invalid, as in Kafka.
+- One broker, this node, leads every partition with leader epoch 0.
+- Authorized operations: with no authorizer Kafka reports every operation the
+  resource type supports; kcoord does the same when asked, else INT32_MIN.
+"""
+
+from __future__ import annotations
+
+from broker.apis import CloseConnection, api
+from broker.topics.manager import INTERNAL_TOPICS, TopicError, validate_topic_name
+from protocol.errors import ErrorCode
+from protocol.wire import ZERO_UUID
+
+NOT_PROVIDED = -(1 << 31)
+
+# AclOperation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,
+# CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+
+def broker_entries(broker):
+    return [{"node_id": broker.node_id, "host": broker.advertised_host,
+             "port": broker.advertised_port, "rack": None}]
+
+
+def topic_entry(broker, topic, include_ops: bool):
+    node = broker.node_id
+    return {
+        "error_code": ErrorCode.NONE,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.internal,
+        "partitions": [
+            {"error_code": ErrorCode.NONE, "partition_index": p, "leader_id": node,
+             "leader_epoch": 0, "replica_nodes": [node], "isr_nodes": [node],
+             "offline_replicas": []}
+            for p in range(topic.partitions)
+        ],
+        "topic_authorized_operations": TOPIC_OPERATIONS if include_ops else NOT_PROVIDED,
+    }
+
+
+def _error_entry(name, code, topic_id=ZERO_UUID):
+    return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False,
+            "partitions": [], "topic_authorized_operations": NOT_PROVIDED}
+
+
+@api(key=3, versions=(0, 12))
+def metadata(ctx, request):
+    broker = ctx.broker
+    topics = broker.topics
+    version = ctx.api_version
+    include_ops = request.include_topic_authorized_operations
+    requested = request.topics
+    if version == 0 and not requested:
+        requested = None
+    if requested is not None and version < 12:
+        for t in requested:
+            if t.name is None or t.topic_id != ZERO_UUID:
+                # Kafka fails the whole request for ids below v12.
+                raise CloseConnection
+    if requested is None:
+        entries = [topic_entry(broker, t, include_ops)
+                   for t in sorted(topics.topics.values(), key=lambda t: t.name)]
+    else:
+        entries = []
+        auto_create = request.allow_auto_topic_creation and \
+            broker.config["auto.create.topics.enable"]
+        for wanted in requested:
+            if wanted.name is None:
+                topic = topics.by_id(wanted.topic_id)
+                if topic is None:
+                    entry = _error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id)
+                else:
+                    entry = topic_entry(broker, topic, include_ops)
+                entries.append(entry)
+                continue
+            topic = topics.get(wanted.name)
+            if topic is None:
+                if validate_topic_name(wanted.name):
+                    entries.append(_error_entry(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                    continue
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if auto_create and wanted.name not in INTERNAL_TOPICS:
+                    topic, code = _auto_create(broker, wanted.name)
+                if topic is None:
+                    entries.append(_error_entry(wanted.name, code))
+                    continue
+            entries.append(topic_entry(broker, topic, include_ops))
+    return {
+        "throttle_time_ms": 0,
+        "brokers": broker_entries(broker),
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.node_id,
+        "topics": entries,
+        "cluster_authorized_operations": (
+            CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else NOT_PROVIDED
+        ),
+    }
+
+
+def _auto_create(broker, name):
+    topics = broker.topics
+    try:
+        partitions, _rf = topics.check_new_topic(name, -1, -1, [], {})
+    except TopicError as exc:
+        return None, exc.code
+    return topics.create(name, partitions, {}), ErrorCode.NONE

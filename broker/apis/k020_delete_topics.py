@@ -1,0 +1,77 @@
+"""DeleteTopics (key 20), versions 0-6.
+
+- v0-5 name topics in ``topic_names``; v6 names each by name or by id.
+- Unknown name: UNKNOWN_TOPIC_OR_PARTITION; unknown id: UNKNOWN_TOPIC_ID;
+  both a name and an id, or neither: INVALID_REQUEST; a name or id given twice:
+  INVALID_REQUEST (Kafka's ControllerApis.deleteTopics).
+- ``delete.topic.enable=false``: TOPIC_DELETION_DISABLED from v3, INVALID_REQUEST
+  below, as Kafka.
+- Internal topics cannot be deleted (docs/deviations.md): Kafka would let an
+  operator delete ``__consumer_offsets`` and lose every group's offsets.
+- A deleted topic leaves metadata at once and its partition folders are removed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from broker.apis import api
+from protocol.errors import ErrorCode
+from protocol.wire import ZERO_UUID
+
+
+@api(key=20, versions=(0, 6))
+def delete_topics(ctx, request):
+    broker = ctx.broker
+    topics = broker.topics
+    version = ctx.api_version
+    if version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, ZERO_UUID) for name in request.topic_names]
+    names = Counter(n for n, i in wanted if n is not None and i == ZERO_UUID)
+    ids = Counter(i for n, i in wanted if n is None and i != ZERO_UUID)
+    disabled = not broker.config["delete.topic.enable"]
+    responses = []
+    reported_dupes = set()
+
+    def answer(name, topic_id, code, message=None):
+        responses.append({"name": name, "topic_id": topic_id, "error_code": code,
+                          "error_message": message})
+
+    for name, topic_id in wanted:
+        if name is None and topic_id == ZERO_UUID:
+            answer(None, ZERO_UUID, ErrorCode.INVALID_REQUEST,
+                   "Neither topic name nor id were specified.")
+            continue
+        if name is not None and topic_id != ZERO_UUID:
+            answer(name, topic_id, ErrorCode.INVALID_REQUEST,
+                   "You may not specify both topic name and topic id.")
+            continue
+        if (name is not None and names[name] > 1) or (name is None and ids[topic_id] > 1):
+            key = name if name is not None else topic_id
+            if key not in reported_dupes:
+                reported_dupes.add(key)
+                answer(name, topic_id, ErrorCode.INVALID_REQUEST,
+                       "Duplicate topic name." if name is not None else "Duplicate topic id.")
+            continue
+        topic = topics.get(name) if name is not None else topics.by_id(topic_id)
+        if topic is None:
+            if name is not None:
+                answer(name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                       "This server does not host this topic-partition.")
+            else:
+                answer(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID,
+                       "This server does not host this topic ID.")
+            continue
+        if disabled:
+            code = ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST
+            answer(topic.name, topic.topic_id, code, "Topic deletion is disabled.")
+            continue
+        if topic.internal:
+            answer(topic.name, topic.topic_id, ErrorCode.INVALID_REQUEST,
+                   f"Internal topic {topic.name} cannot be deleted.")
+            continue
+        topics.delete(topic)
+        answer(topic.name, topic.topic_id, ErrorCode.NONE)
+    return {"throttle_time_ms": 0, "responses": responses}

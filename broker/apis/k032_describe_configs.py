@@ -1,0 +1,95 @@
+"""DescribeConfigs (key 32), versions 0-4.
+
+- TOPIC (2): every topic config with its effective value; per-topic overrides
+  have source TOPIC_CONFIG, the rest the broker's value (STATIC_BROKER_CONFIG
+  when set in the properties, else DEFAULT_CONFIG).  Unknown topic:
+  UNKNOWN_TOPIC_OR_PARTITION.
+- BROKER (4): the resource name must be this node's id (its static configs,
+  read-only) or empty (the cluster-wide dynamic defaults: none); any other name
+  is INVALID_REQUEST, as Kafka's ConfigHelper answers.
+- BROKER_LOGGER (8): the broker's log level, for this node's id.
+- Other resource types: INVALID_REQUEST.
+- ``configuration_keys`` null lists every config; otherwise only the named ones
+  that exist.  v0 answers ``is_default``; v1+ ``config_source`` and, when asked,
+  synonyms; v3+ the config type and, when asked, documentation.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from broker.apis import api
+from broker.apis.configs import broker_config_values, topic_config_values, DEFAULT_CONFIG
+from protocol.errors import ErrorCode
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+def _entries(values, keys, include_synonyms, include_docs, read_only):
+    wanted = None if keys is None else set(keys)
+    out = []
+    for name, value, source, synonyms, defn in values:
+        if wanted is not None and name not in wanted:
+            continue
+        out.append({
+            "name": name,
+            "value": value,
+            "read_only": read_only,
+            "is_default": source == DEFAULT_CONFIG,
+            "config_source": source,
+            "is_sensitive": False,
+            "synonyms": synonyms if include_synonyms else [],
+            "config_type": defn.type,
+            "documentation": (defn.doc or None) if include_docs else None,
+        })
+    return out
+
+
+def _logger_values():
+    level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
+
+    class _Def:
+        type = 2
+        doc = ""
+    yield "root", level, DYNAMIC_BROKER_LOGGER_CONFIG, [], _Def
+
+
+@api(key=32, versions=(0, 4))
+def describe_configs(ctx, request):
+    broker = ctx.broker
+    results = []
+    for res in request.resources:
+        result = {"error_code": ErrorCode.NONE, "error_message": None,
+                  "resource_type": res.resource_type, "resource_name": res.resource_name,
+                  "configs": []}
+        keys = res.configuration_keys
+        if res.resource_type == TOPIC:
+            topic = broker.topics.get(res.resource_name)
+            if topic is None:
+                result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                result["error_message"] = f"The topic '{res.resource_name}' does not exist."
+            else:
+                result["configs"] = _entries(topic_config_values(broker, topic.configs), keys,
+                                             request.include_synonyms,
+                                             request.include_documentation, read_only=False)
+        elif res.resource_type in (BROKER, BROKER_LOGGER):
+            name = res.resource_name
+            if name == "" and res.resource_type == BROKER:
+                pass  # no cluster-wide dynamic defaults are set
+            elif name != str(broker.node_id):
+                result["error_code"] = ErrorCode.INVALID_REQUEST
+                result["error_message"] = (f"Unexpected broker id, expected {broker.node_id} "
+                                           f"or empty string, but received {name}")
+            elif res.resource_type == BROKER:
+                result["configs"] = _entries(broker_config_values(broker), keys,
+                                             request.include_synonyms,
+                                             request.include_documentation, read_only=True)
+            else:
+                result["configs"] = _entries(_logger_values(), keys, False, False,
+                                             read_only=False)
+        else:
+            result["error_code"] = ErrorCode.INVALID_REQUEST
+            result["error_message"] = f"Unsupported resource type {res.resource_type}"
+        results.append(result)
+    return {"throttle_time_ms": 0, "results": results}

@@ -1,0 +1,121 @@
+"""``kcoord serve``: run the broker.
+
+Settings are layered: Kafka's defaults (or kcoord's development defaults), then
+``--config server.properties``, then each ``--override key=value``, then the
+explicit flags (``--host``, ``--port``, ``--advertised-host``,
+``--advertised-port``, ``--data-dir``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+import structlog
+
+from broker import logs
+from broker.config import BrokerConfig, parse_listener, read_properties
+
+log = structlog.get_logger("kcoord.cli")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kcoord", description="A Kafka-compatible broker.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the broker")
+    serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port to listen on (default 9092; 0 = any free port)")
+    serve.add_argument("--advertised-host", help="host clients are told to connect to")
+    serve.add_argument("--advertised-port", type=int, help="port clients are told to connect to")
+    serve.add_argument("--data-dir", help="where topics and offsets are stored (default ./data)")
+    serve.add_argument("--config", metavar="FILE", help="a server.properties file")
+    serve.add_argument("--override", metavar="KEY=VALUE", action="append", default=[],
+                       help="set a broker property (repeatable)")
+    serve.add_argument("--kafka-defaults", action="store_true",
+                       help="use Kafka's own defaults instead of kcoord's development defaults")
+    serve.add_argument("--log-format", choices=("console", "json"), default="console")
+    serve.add_argument("--log-level", default="info")
+    return parser
+
+
+def build_config(args) -> BrokerConfig:
+    props: dict[str, str] = {}
+    if args.config:
+        props.update(read_properties(args.config))
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"kcoord: --override expects KEY=VALUE, got {item!r}")
+        props[key.strip()] = value.strip()
+    base = BrokerConfig.build(props, kafka_defaults=args.kafka_defaults)
+    if args.host is not None or args.port is not None:
+        name, host, port = parse_listener(base["listeners"][0])
+        host = args.host if args.host is not None else host
+        port = args.port if args.port is not None else port
+        props["listeners"] = f"{name}://{_bracket(host)}:{port}"
+    if args.advertised_host is not None or args.advertised_port is not None:
+        if base.get("advertised.listeners"):
+            name, host, port = parse_listener(base["advertised.listeners"][0])
+        else:
+            name, host, port = "PLAINTEXT", None, 0
+        host = args.advertised_host if args.advertised_host is not None else host
+        if host is None:
+            host = BrokerConfig.build(props, kafka_defaults=args.kafka_defaults, warn=False).advertised[0]
+        port = args.advertised_port if args.advertised_port is not None else port
+        props["advertised.listeners"] = f"{name}://{_bracket(host)}:{port}"
+    if args.data_dir is not None:
+        props["log.dirs"] = args.data_dir
+        props.pop("log.dir", None)
+    return BrokerConfig.build(props, kafka_defaults=args.kafka_defaults, warn=False)
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+async def serve(config: BrokerConfig) -> int:
+    from broker.app import Broker
+    from broker.meta import DataDirError
+
+    broker = Broker(config)
+    try:
+        await broker.start()
+    except (DataDirError, OSError) as exc:
+        log.error("broker.start_failed", error=str(exc))
+        return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("broker.stopping")
+    await broker.stop()
+    return 0
+
+
+def _run(coro) -> int:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logs.configure(args.log_format, args.log_level)
+    if args.command == "serve":
+        try:
+            config = build_config(args)
+        except ValueError as exc:
+            print(f"kcoord: {exc}", file=sys.stderr)
+            return 2
+        return _run(serve(config))
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

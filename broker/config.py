@@ -1,0 +1,421 @@
+"""Broker configuration with Kafka's property names.
+
+Every setting is a Kafka broker property (``num.partitions``,
+``group.initial.rebalance.delay.ms`` ...), read from a ``server.properties``
+file, ``--override key=value`` and the command line, in that order.
+
+kcoord starts with *development defaults*: the few values where Kafka's
+production default slows tests or cannot work on one node.  ``--kafka-defaults``
+restores Kafka's value for each of them, except the replication factors, which
+stay 1 because a single node cannot hold more replicas.  ``DEV_DEFAULTS`` below
+is the list the README documents.
+
+Unknown or unsupported properties are logged as warnings and ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import structlog
+
+log = structlog.get_logger("kcoord.config")
+
+# Kafka's ConfigDef types, as DescribeConfigs v3+ reports them.
+BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = 1, 2, 3, 4, 5, 6, 7, 8, 9
+
+_TYPE_NAMES = {BOOLEAN: "boolean", STRING: "string", INT: "int", SHORT: "short", LONG: "long",
+               DOUBLE: "double", LIST: "list", CLASS: "class", PASSWORD: "password"}
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    type: int
+    default: Any
+    doc: str = ""
+    validator: Callable[[Any], bool] | None = None
+    choices: tuple[str, ...] | None = None
+
+
+def _parse_value(defn: ConfigDef, raw: Any) -> Any:
+    """Parse a property value the way Kafka's ConfigDef does; ValueError if invalid."""
+    if raw is None:
+        if defn.default is None:
+            return None
+        raise ValueError(f"{defn.name} must not be null")
+    text = str(raw).strip()
+    if defn.type == BOOLEAN:
+        if isinstance(raw, bool):
+            return raw
+        if text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        raise ValueError(f"{defn.name} expects true or false, got {raw!r}")
+    if defn.type in (INT, SHORT, LONG):
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"{defn.name} expects an integer, got {raw!r}") from None
+        bits = {INT: 31, SHORT: 15, LONG: 63}[defn.type]
+        if not -(1 << bits) <= value < (1 << bits):
+            raise ValueError(f"{defn.name} is out of range: {value}")
+    elif defn.type == DOUBLE:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"{defn.name} expects a number, got {raw!r}") from None
+    elif defn.type == LIST:
+        value = [item.strip() for item in text.split(",") if item.strip()] if text else []
+        if defn.choices is not None:
+            for item in value:
+                if item not in defn.choices:
+                    raise ValueError(f"{defn.name}: {item!r} is not one of {', '.join(defn.choices)}")
+    else:
+        value = text
+        if defn.choices is not None and value not in defn.choices:
+            raise ValueError(f"{defn.name}: {value!r} is not one of {', '.join(defn.choices)}")
+    if defn.validator is not None and not defn.validator(value):
+        raise ValueError(f"invalid value {raw!r} for {defn.name}")
+    return value
+
+
+def format_value(defn: ConfigDef, value: Any) -> str | None:
+    """The string form DescribeConfigs reports."""
+    if value is None:
+        return None
+    if defn.type == BOOLEAN:
+        return "true" if value else "false"
+    if defn.type == LIST:
+        return ",".join(value)
+    if defn.type == DOUBLE:
+        return repr(float(value))
+    return str(value)
+
+
+_nonneg = lambda v: v >= 0  # noqa: E731
+_positive = lambda v: v > 0  # noqa: E731
+_ge_minus1 = lambda v: v >= -1  # noqa: E731
+
+# --- topic-level configs (LogConfig) and the broker property that sets each default.
+
+TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
+    ConfigDef("cleanup.policy", LIST, ["delete"], choices=("delete", "compact")),
+    ConfigDef("compression.type", STRING, "producer",
+              choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    ConfigDef("delete.retention.ms", LONG, 86_400_000, validator=_nonneg),
+    ConfigDef("file.delete.delay.ms", LONG, 60_000, validator=_nonneg),
+    ConfigDef("flush.messages", LONG, (1 << 63) - 1, validator=_positive),
+    ConfigDef("flush.ms", LONG, (1 << 63) - 1, validator=_nonneg),
+    ConfigDef("index.interval.bytes", INT, 4096, validator=_nonneg),
+    ConfigDef("max.compaction.lag.ms", LONG, (1 << 63) - 1, validator=_positive),
+    ConfigDef("max.message.bytes", INT, 1_048_588, validator=_nonneg),
+    ConfigDef("message.timestamp.after.max.ms", LONG, (1 << 63) - 1, validator=_nonneg),
+    ConfigDef("message.timestamp.before.max.ms", LONG, (1 << 63) - 1, validator=_nonneg),
+    ConfigDef("message.timestamp.type", STRING, "CreateTime", choices=("CreateTime", "LogAppendTime")),
+    ConfigDef("min.cleanable.dirty.ratio", DOUBLE, 0.5, validator=lambda v: 0 <= v <= 1),
+    ConfigDef("min.compaction.lag.ms", LONG, 0, validator=_nonneg),
+    ConfigDef("min.insync.replicas", INT, 1, validator=_positive),
+    ConfigDef("preallocate", BOOLEAN, False),
+    ConfigDef("retention.bytes", LONG, -1),
+    ConfigDef("retention.ms", LONG, 604_800_000, validator=_ge_minus1),
+    ConfigDef("segment.bytes", INT, 1_073_741_824, validator=lambda v: v >= 14),
+    ConfigDef("segment.index.bytes", INT, 10_485_760, validator=lambda v: v >= 4),
+    ConfigDef("segment.jitter.ms", LONG, 0, validator=_nonneg),
+    ConfigDef("segment.ms", LONG, 604_800_000, validator=_positive),
+    ConfigDef("unclean.leader.election.enable", BOOLEAN, False),
+]}
+
+# Broker property that supplies each topic config's default (Kafka's synonyms).
+TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
+    "cleanup.policy": "log.cleanup.policy",
+    "compression.type": "compression.type",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "max.message.bytes": "message.max.bytes",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "min.insync.replicas": "min.insync.replicas",
+    "preallocate": "log.preallocate",
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "segment.bytes": "log.segment.bytes",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "segment.jitter.ms": "log.roll.jitter.ms",
+    "segment.ms": "log.roll.ms",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+}
+
+# --- broker properties --------------------------------------------------------------
+
+_BROKER_DEFS: list[ConfigDef] = [
+    ConfigDef("node.id", INT, 1, validator=_nonneg),
+    ConfigDef("broker.id", INT, -1),
+    ConfigDef("listeners", LIST, ["PLAINTEXT://127.0.0.1:9092"]),
+    ConfigDef("advertised.listeners", LIST, None),
+    ConfigDef("log.dirs", STRING, "./data"),
+    ConfigDef("log.dir", STRING, None),
+    ConfigDef("socket.request.max.bytes", INT, 104_857_600, validator=_positive),
+    ConfigDef("connections.max.idle.ms", LONG, 600_000),
+    ConfigDef("auto.create.topics.enable", BOOLEAN, True),
+    ConfigDef("delete.topic.enable", BOOLEAN, True),
+    ConfigDef("num.partitions", INT, 1, validator=_positive),
+    ConfigDef("default.replication.factor", INT, 1, validator=_positive),
+    ConfigDef("offsets.topic.num.partitions", INT, 50, validator=_positive),
+    ConfigDef("offsets.topic.replication.factor", SHORT, 1, validator=_positive),
+    ConfigDef("offsets.topic.segment.bytes", INT, 104_857_600, validator=_positive),
+    ConfigDef("offsets.topic.compression.codec", INT, 0, validator=_nonneg),
+    ConfigDef("offsets.retention.minutes", INT, 10_080, validator=_positive),
+    ConfigDef("offsets.retention.check.interval.ms", LONG, 600_000, validator=_positive),
+    ConfigDef("offsets.commit.timeout.ms", INT, 5_000, validator=_positive),
+    ConfigDef("offset.metadata.max.bytes", INT, 4096),
+    ConfigDef("group.initial.rebalance.delay.ms", INT, 3000, validator=_nonneg),
+    ConfigDef("group.min.session.timeout.ms", INT, 6000),
+    ConfigDef("group.max.session.timeout.ms", INT, 1_800_000),
+    ConfigDef("group.max.size", INT, (1 << 31) - 1, validator=_positive),
+    ConfigDef("log.cleanup.policy", LIST, ["delete"], choices=("delete", "compact")),
+    ConfigDef("compression.type", STRING, "producer",
+              choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    ConfigDef("log.cleaner.delete.retention.ms", LONG, 86_400_000, validator=_nonneg),
+    ConfigDef("log.segment.delete.delay.ms", LONG, 60_000, validator=_nonneg),
+    ConfigDef("log.flush.interval.messages", LONG, (1 << 63) - 1, validator=_positive),
+    ConfigDef("log.flush.interval.ms", LONG, None),
+    ConfigDef("log.index.interval.bytes", INT, 4096, validator=_nonneg),
+    ConfigDef("log.cleaner.max.compaction.lag.ms", LONG, (1 << 63) - 1, validator=_positive),
+    ConfigDef("message.max.bytes", INT, 1_048_588, validator=_nonneg),
+    ConfigDef("log.message.timestamp.after.max.ms", LONG, (1 << 63) - 1, validator=_nonneg),
+    ConfigDef("log.message.timestamp.before.max.ms", LONG, (1 << 63) - 1, validator=_nonneg),
+    ConfigDef("log.message.timestamp.type", STRING, "CreateTime", choices=("CreateTime", "LogAppendTime")),
+    ConfigDef("log.cleaner.min.cleanable.ratio", DOUBLE, 0.5, validator=lambda v: 0 <= v <= 1),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", LONG, 0, validator=_nonneg),
+    ConfigDef("log.cleaner.backoff.ms", LONG, 15_000, validator=_nonneg),
+    ConfigDef("log.cleaner.enable", BOOLEAN, True),
+    ConfigDef("min.insync.replicas", INT, 1, validator=_positive),
+    ConfigDef("log.preallocate", BOOLEAN, False),
+    ConfigDef("log.retention.bytes", LONG, -1),
+    ConfigDef("log.retention.ms", LONG, None),
+    ConfigDef("log.retention.minutes", INT, None),
+    ConfigDef("log.retention.hours", INT, 168),
+    ConfigDef("log.retention.check.interval.ms", LONG, 300_000, validator=_positive),
+    ConfigDef("log.segment.bytes", INT, 1_073_741_824, validator=lambda v: v >= 14),
+    ConfigDef("log.index.size.max.bytes", INT, 10_485_760, validator=lambda v: v >= 4),
+    ConfigDef("log.roll.jitter.ms", LONG, None),
+    ConfigDef("log.roll.ms", LONG, None),
+    ConfigDef("log.roll.hours", INT, 168, validator=_positive),
+    ConfigDef("unclean.leader.election.enable", BOOLEAN, False),
+    ConfigDef("kcoord.fsync.policy", STRING, "never", choices=("never", "batch", "always"),
+              doc="When appends are fsynced before they are acknowledged (kcoord property)."),
+]
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
+
+# The development defaults, with Kafka's own value beside each (README lists these).
+DEV_DEFAULTS: dict[str, tuple[Any, Any]] = {
+    # property: (kcoord development value, Kafka's default)
+    "group.initial.rebalance.delay.ms": (0, 3000),
+    "offsets.topic.segment.bytes": (1_048_576, 104_857_600),
+    "log.segment.bytes": (67_108_864, 1_073_741_824),
+    "log.roll.hours": (1, 168),
+    "log.cleaner.backoff.ms": (1_000, 15_000),
+}
+
+# Properties Kafka accepts that have no effect on a single kcoord node; they are
+# accepted quietly instead of warned about (a copied server.properties has them).
+_IGNORED_QUIETLY = {
+    "process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
+    "controller.listener.names", "inter.broker.listener.name", "listener.security.protocol.map",
+    "num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
+    "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
+    "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
+    "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
+    "zookeeper.connect", "zookeeper.connection.timeout.ms",
+}
+
+_LISTENER = re.compile(r"^(?:(?P<name>[A-Za-z0-9_]+)://)?(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
+
+
+def parse_listener(spec: str) -> tuple[str, str, int]:
+    """``PLAINTEXT://host:port`` -> (listener name, host, port)."""
+    m = _LISTENER.match(spec.strip())
+    if not m:
+        raise ValueError(f"invalid listener {spec!r}")
+    host = m.group("host").strip("[]")
+    return (m.group("name") or "PLAINTEXT"), host, int(m.group("port"))
+
+
+def read_properties(path: str | Path) -> dict[str, str]:
+    """Java ``.properties`` subset: ``key=value`` or ``key: value``, ``#``/``!`` comments,
+    backslash line continuations."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw_line in Path(path).read_text(encoding="utf-8").splitlines():
+        line = pending + raw_line.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if m:
+            props[m.group(1)] = m.group(2)
+        else:
+            props[line] = ""
+    return props
+
+
+class BrokerConfig:
+    """Effective broker properties, with where each value came from.
+
+    ``sources[name]`` is ``"default"`` (Kafka's default), ``"dev"`` (a kcoord
+    development default) or ``"static"`` (set in a file, an override or a flag).
+    """
+
+    def __init__(self, values: dict[str, Any], sources: dict[str, str]):
+        self.values = values
+        self.sources = sources
+
+    @classmethod
+    def build(
+        cls,
+        properties: dict[str, str] | None = None,
+        *,
+        kafka_defaults: bool = False,
+        warn: bool = True,
+    ) -> "BrokerConfig":
+        values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        for name, defn in BROKER_CONFIGS.items():
+            values[name] = defn.default
+            sources[name] = "default"
+        if not kafka_defaults:
+            for name, (dev_value, _kafka_value) in DEV_DEFAULTS.items():
+                values[name] = dev_value
+                sources[name] = "dev"
+        for name, raw in (properties or {}).items():
+            defn = BROKER_CONFIGS.get(name)
+            if defn is None:
+                if warn and name not in _IGNORED_QUIETLY:
+                    log.warning("config.unknown_property_ignored", property=name)
+                continue
+            try:
+                values[name] = _parse_value(defn, raw)
+            except ValueError as exc:
+                raise ValueError(f"invalid broker property {name}={raw!r}: {exc}") from None
+            sources[name] = "static"
+        config = cls(values, sources)
+        config._check()
+        return config
+
+    def _check(self) -> None:
+        if self.sources.get("offsets.topic.replication.factor") == "static" and \
+                self.values["offsets.topic.replication.factor"] != 1:
+            log.warning("config.replication_factor_forced_to_1",
+                        property="offsets.topic.replication.factor",
+                        requested=self.values["offsets.topic.replication.factor"])
+            self.values["offsets.topic.replication.factor"] = 1
+        if self.sources.get("default.replication.factor") == "static" and \
+                self.values["default.replication.factor"] != 1:
+            log.warning("config.replication_factor_forced_to_1",
+                        property="default.replication.factor",
+                        requested=self.values["default.replication.factor"])
+            self.values["default.replication.factor"] = 1
+        for name in ("listeners", "advertised.listeners"):
+            for spec in self.values.get(name) or []:
+                parse_listener(spec)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.values.get(name, default)
+
+    # --- derived values ---------------------------------------------------------
+
+    @property
+    def node_id(self) -> int:
+        if self.sources.get("node.id") != "static" and self.values["broker.id"] >= 0:
+            return self.values["broker.id"]
+        return self.values["node.id"]
+
+    @property
+    def listener(self) -> tuple[str, int]:
+        _name, host, port = parse_listener(self.values["listeners"][0])
+        return host, port
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        adv = self.values.get("advertised.listeners")
+        if adv:
+            _name, host, port = parse_listener(adv[0])
+        else:
+            host, port = self.listener
+        if host in ("", "0.0.0.0", "::"):
+            # Like Kafka, an unspecified bind address is not something a client can
+            # dial; advertise loopback unless told otherwise.
+            host = "127.0.0.1" if host != "::" else "::1"
+        return host, port
+
+    @property
+    def data_dir(self) -> Path:
+        log_dirs = self.values.get("log.dir") if self.sources.get("log.dir") == "static" else None
+        log_dirs = log_dirs or self.values["log.dirs"]
+        first = str(log_dirs).split(",")[0].strip()
+        return Path(first)
+
+    def topic_default(self, topic_config: str) -> Any:
+        """The broker-level default of a topic config (via its synonym property)."""
+        if topic_config == "retention.ms":
+            return self.retention_ms
+        if topic_config == "segment.ms":
+            return self.roll_ms
+        if topic_config == "segment.jitter.ms":
+            jitter = self.values.get("log.roll.jitter.ms")
+            return 0 if jitter is None else jitter
+        if topic_config == "flush.ms":
+            flush = self.values.get("log.flush.interval.ms")
+            return TOPIC_CONFIGS["flush.ms"].default if flush is None else flush
+        synonym = TOPIC_CONFIG_SYNONYMS[topic_config]
+        return self.values[synonym]
+
+    @property
+    def retention_ms(self) -> int:
+        if self.values.get("log.retention.ms") is not None:
+            return self.values["log.retention.ms"]
+        if self.values.get("log.retention.minutes") is not None:
+            return self.values["log.retention.minutes"] * 60_000
+        return self.values["log.retention.hours"] * 3_600_000
+
+    @property
+    def roll_ms(self) -> int:
+        if self.values.get("log.roll.ms") is not None:
+            return self.values["log.roll.ms"]
+        return self.values["log.roll.hours"] * 3_600_000
+
+    def with_overrides(self, **props: Any) -> "BrokerConfig":
+        values = dict(self.values)
+        sources = dict(self.sources)
+        for name, value in props.items():
+            values[name] = value
+            sources[name] = "static"
+        return BrokerConfig(values, sources)
+
+
+def validate_topic_config(name: str, raw: str | None) -> Any:
+    """Parse one topic config value; raises KeyError (unknown) or ValueError (invalid)."""
+    defn = TOPIC_CONFIGS[name]
+    return _parse_value(defn, raw)
+
+
+def config_type_name(type_code: int) -> str:
+    return _TYPE_NAMES.get(type_code, "unknown")
+

@@ -1,0 +1,292 @@
+"""The TCP listener: one ``asyncio.Protocol`` per connection.
+
+Frames are ``int32 size`` + ``size`` bytes.  Like Kafka, a connection is served
+one request at a time and answered strictly in request order (Kafka mutes a
+channel until its response is sent); pipelined frames wait in a queue.  Requests
+whose handler completes synchronously are answered in the same pass, and all
+answers produced by one ``data_received`` go out in a single
+``transport.write``.
+
+Bad input never takes the broker down: an oversize or negative frame size, an
+unknown API key, an unsupported version (other than ApiVersions) or an
+undecodable request is logged once and that connection alone is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import inspect
+import io
+import socket
+import struct
+import time
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from broker.apis import NO_RESPONSE, REGISTRY, CloseConnection
+from protocol.headers import request_header_codec, response_header_version
+from protocol.messages.api_versions import API_VERSIONS
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+
+log = structlog.get_logger("kcoord.server")
+
+_SIZE = struct.Struct(">i")
+_KEY_VERSION = struct.Struct(">hhi")
+_MAX_QUEUED_FRAMES = 256
+
+
+class RequestContext:
+    """What a handler knows about the request besides its body."""
+
+    __slots__ = ("broker", "api_key", "api_version", "correlation_id", "client_id", "peer",
+                 "connection")
+
+    def __init__(self, broker, api_key, api_version, correlation_id, client_id, peer, connection):
+        self.broker = broker
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.peer = peer
+        self.connection = connection
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self._buffer = bytearray()
+        self._queue: collections.deque[bytes] = collections.deque()
+        self._busy = False  # a request is being awaited
+        self._write_paused = False
+        self._read_paused = False
+        self._closed = False
+        self._last_active = time.monotonic()
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task | None = None
+        self.max_frame = broker.config["socket.request.max.bytes"]
+
+    # -- transport callbacks ----------------------------------------------------
+
+    def connection_made(self, transport):
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        self.broker.connections.add(self)
+        self._arm_idle_timer()
+
+    def connection_lost(self, exc):
+        self._closed = True
+        self.broker.connections.discard(self)
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        self._queue.clear()
+
+    def pause_writing(self):
+        self._write_paused = True
+
+    def resume_writing(self):
+        self._write_paused = False
+        self._pump()
+
+    def data_received(self, data):
+        self._last_active = time.monotonic()
+        buf = self._buffer
+        buf += data
+        pos = 0
+        end = len(buf)
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if size < 0 or size > self.max_frame:
+                log.warning("connection.frame_size_rejected", peer=self.peer, size=size,
+                            max=self.max_frame)
+                self.close()
+                return
+            if end - pos - 4 < size:
+                break
+            self._queue.append(bytes(buf[pos + 4:pos + 4 + size]))
+            pos += 4 + size
+        if pos:
+            del buf[:pos]
+        if len(self._queue) > _MAX_QUEUED_FRAMES and not self._read_paused:
+            self._read_paused = True
+            self.transport.pause_reading()
+        self._pump()
+
+    def eof_received(self):
+        # The client half-closed: answer what is queued, then close.
+        return True
+
+    # -- request processing -----------------------------------------------------
+
+    def _pump(self) -> None:
+        if self._busy or self._closed:
+            return
+        out: list[bytes] = []
+        queue = self._queue
+        while queue and not self._write_paused:
+            frame = queue.popleft()
+            try:
+                result = self._handle(frame)
+            except CloseConnection:
+                self._flush(out)
+                self.close()
+                return
+            if result is None:
+                continue
+            if isinstance(result, (bytes, bytearray)):
+                out.append(result)
+                continue
+            # An awaitable: answer it before anything queued behind it.
+            self._flush(out)
+            self._busy = True
+            self._task = asyncio.get_running_loop().create_task(self._finish(result))
+            return
+        self._flush(out)
+        if self._read_paused and len(queue) < _MAX_QUEUED_FRAMES // 2 and not self._closed:
+            self._read_paused = False
+            self.transport.resume_reading()
+
+    async def _finish(self, pending) -> None:
+        try:
+            response = await pending
+        except CloseConnection:
+            self.close()
+            return
+        except Exception:
+            log.exception("request.failed", peer=self.peer)
+            self.close()
+            return
+        finally:
+            self._busy = False
+        if response is not None and not self._closed:
+            self.transport.write(response)
+        self._last_active = time.monotonic()
+        self._pump()
+
+    def _flush(self, out: list[bytes]) -> None:
+        if out and not self._closed:
+            self.transport.write(b"".join(out) if len(out) > 1 else out[0])
+            self._last_active = time.monotonic()
+        out.clear()
+
+    def _handle(self, frame: bytes):
+        """Decode and serve one request; bytes to send, None, or an awaitable of bytes."""
+        if len(frame) < 8:
+            log.warning("request.truncated_header", peer=self.peer, size=len(frame))
+            raise CloseConnection
+        api_key, api_version, correlation_id = _KEY_VERSION.unpack_from(frame, 0)
+        reg = REGISTRY.get(api_key)
+        if reg is None:
+            log.warning("request.unknown_api_key", peer=self.peer, api_key=api_key,
+                        api_version=api_version)
+            raise CloseConnection
+        if not reg.serves(api_version):
+            if api_key == API_VERSIONS.key:
+                return self._api_versions_fallback(correlation_id)
+            log.warning("request.unsupported_version", peer=self.peer, api=reg.schema.name,
+                        api_key=api_key, api_version=api_version,
+                        supported=f"{reg.min_version}-{reg.max_version}")
+            raise CloseConnection
+        schema = reg.schema
+        flexible = schema.is_flexible(api_version)
+        stream = io.BytesIO(frame)
+        try:
+            header = request_header_codec(2 if flexible else 1).read(stream)
+            request = schema.codec(api_version, "request").read(stream)
+        except Exception as exc:  # any malformed body: log and drop the connection
+            log.warning("request.undecodable", peer=self.peer, api=schema.name,
+                        api_version=api_version, error=str(exc) or type(exc).__name__)
+            raise CloseConnection from None
+        ctx = RequestContext(self.broker, api_key, api_version, correlation_id,
+                             header.client_id or "", self.peer, self)
+        try:
+            result = reg.handler(ctx, request)
+        except CloseConnection:
+            raise
+        except Exception:
+            log.exception("request.handler_failed", peer=self.peer, api=schema.name,
+                          api_version=api_version)
+            raise CloseConnection from None
+        if inspect.isawaitable(result):
+            return self._encode_later(result, schema, api_version, correlation_id, flexible)
+        if result is NO_RESPONSE:
+            return None
+        return encode_response(schema, api_version, correlation_id, flexible, result)
+
+    async def _encode_later(self, pending, schema, api_version, correlation_id, flexible):
+        try:
+            result = await pending
+        except CloseConnection:
+            raise
+        except Exception:
+            log.exception("request.handler_failed", peer=self.peer, api=schema.name,
+                          api_version=api_version)
+            raise CloseConnection from None
+        if result is NO_RESPONSE:
+            return None
+        return encode_response(schema, api_version, correlation_id, flexible, result)
+
+    def _api_versions_fallback(self, correlation_id: int) -> bytes:
+        # Kafka answers an ApiVersions version it does not know without parsing the
+        # body, in the v0 format, with UNSUPPORTED_VERSION and its own range for
+        # ApiVersions so the client can retry with a version both sides speak.
+        reg = REGISTRY[API_VERSIONS.key]
+        body = API_VERSIONS.codec(0, "response").encode({
+            "error_code": 35,
+            "api_keys": [{"api_key": reg.key, "min_version": reg.min_version,
+                          "max_version": reg.max_version}],
+        })
+        return _SIZE.pack(4 + len(body)) + struct.pack(">i", correlation_id) + body
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def _arm_idle_timer(self) -> None:
+        idle_ms = self.broker.config["connections.max.idle.ms"]
+        if idle_ms is None or idle_ms < 0:
+            return
+        loop = asyncio.get_running_loop()
+        self._idle_timer = loop.call_later(idle_ms / 1000, self._check_idle)
+
+    def _check_idle(self) -> None:
+        if self._closed:
+            return
+        idle_ms = self.broker.config["connections.max.idle.ms"]
+        idle_for = time.monotonic() - self._last_active
+        if not self._busy and not self._queue and idle_for * 1000 >= idle_ms:
+            log.info("connection.idle_closed", peer=self.peer, idle_ms=int(idle_for * 1000))
+            self.close()
+            return
+        remaining = max(idle_ms / 1000 - idle_for, 0.05)
+        self._idle_timer = asyncio.get_running_loop().call_later(remaining, self._check_idle)
+
+    @property
+    def idle(self) -> bool:
+        return not self._busy and not self._queue
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._queue.clear()
+            if self.transport is not None:
+                self.transport.close()
+
+
+def encode_response(schema, api_version: int, correlation_id: int, flexible: bool, body: Any) -> bytes:
+    payload = schema.codec(api_version, "response").encode(body)
+    if response_header_version(schema.key, flexible) == 1:
+        header = struct.pack(">ib", correlation_id, 0)
+    else:
+        header = struct.pack(">i", correlation_id)
+    return _SIZE.pack(len(header) + len(payload)) + header + payload
