@@ -1,0 +1,208 @@
+"""Test helpers: a broker on a free loopback port, in a thread or a child process,
+and a raw socket client that speaks through kafka-python's own protocol classes
+(an implementation independent of ours)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from broker.app import Broker
+from broker.config import BrokerConfig
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class BrokerThread:
+    """A broker running on its own event loop in a background thread."""
+
+    def __init__(self, data_dir: Path, overrides: dict | None = None, kafka_defaults: bool = False):
+        props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir)}
+        props.update({k: str(v) for k, v in (overrides or {}).items()})
+        self.config = BrokerConfig.build(props, kafka_defaults=kafka_defaults)
+        self.broker: Broker | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._error: BaseException | None = None
+
+    def start(self) -> "BrokerThread":
+        self._thread = threading.Thread(target=self._run, name="kcoord-broker", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(15):
+            raise RuntimeError("broker did not start within 15 s")
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def _run(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        try:
+            self.loop.run_until_complete(self._main())
+        finally:
+            self.loop.close()
+
+    async def _main(self) -> None:
+        self._stop = asyncio.Event()
+        self.broker = Broker(self.config)
+        try:
+            await self.broker.start()
+        except BaseException as exc:  # surfaced to the test thread
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        await self._stop.wait()
+        await self.broker.stop()
+
+    def stop(self) -> None:
+        if self.loop is not None and self._stop is not None and self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join(15)
+
+    def call(self, fn, *args):
+        """Run ``fn(*args)`` on the broker's loop and return its result."""
+        async def runner():
+            return fn(*args)
+        return asyncio.run_coroutine_threadsafe(runner(), self.loop).result(10)
+
+    @property
+    def port(self) -> int:
+        return self.broker.port
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.broker.port}"
+
+
+class BrokerProcess:
+    """``kcoord serve`` in a child process, as a user runs it."""
+
+    def __init__(self, data_dir: Path, *extra: str, env: dict | None = None):
+        self.data_dir = data_dir
+        self.args = [sys.executable, "-m", "broker.cli", "serve", "--port", "0",
+                     "--data-dir", str(data_dir), "--log-format", "json", *extra]
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen | None = None
+        self.port: int | None = None
+        self.events: list[dict] = []
+        self._reader: threading.Thread | None = None
+        self._started = threading.Event()
+
+    def start(self, timeout: float = 20) -> "BrokerProcess":
+        self.proc = subprocess.Popen(self.args, cwd=REPO, env=self.env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        if not self._started.wait(timeout):
+            self.kill()
+            raise RuntimeError(f"broker did not start: {self.events}")
+        return self
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                event = {"event": "raw", "line": line.rstrip()}
+            self.events.append(event)
+            if event.get("event") == "broker.started":
+                self.port = event["port"]
+                self._started.set()
+        self._started.set()
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def terminate(self, timeout: float = 15) -> int:
+        self.proc.terminate()
+        rc = self.proc.wait(timeout)
+        self._reader.join(5)
+        return rc
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def event_names(self) -> list[str]:
+        return [e.get("event") for e in self.events]
+
+
+class RawClient:
+    """One TCP connection sending requests built with kafka-python's protocol classes."""
+
+    def __init__(self, port: int, timeout: float = 10):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def send_raw(self, payload: bytes) -> None:
+        self.sock.sendall(payload)
+
+    def send(self, request, client_id: str = "kcoord-tests") -> int:
+        self.correlation_id += 1
+        request.with_header(correlation_id=self.correlation_id, client_id=client_id)
+        self.sock.sendall(request.encode(header=True, framed=True))
+        return self.correlation_id
+
+    def recv_frame(self) -> bytes:
+        size = struct.unpack(">i", self._recv_exact(4))[0]
+        return self._recv_exact(size)
+
+    def _recv_exact(self, n: int) -> bytes:
+        chunks = []
+        while n:
+            chunk = self.sock.recv(n)
+            if not chunk:
+                raise ConnectionError("connection closed by the broker")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def request(self, request):
+        """Send one request and decode its response with kafka-python's classes."""
+        correlation_id = self.send(request)
+        return self.read_response(request, correlation_id)
+
+    def read_response(self, request, correlation_id: int):
+        frame = self.recv_frame()
+        response_class = type(request).RESPONSE_TYPE if hasattr(type(request), "RESPONSE_TYPE") \
+            else request.header.get_response_class()
+        response = response_class.decode(frame, version=request.API_VERSION, header=True)
+        assert response.header.correlation_id == correlation_id
+        return response
+
+    def is_closed_by_peer(self, wait: float = 5) -> bool:
+        """True when the broker has closed this connection (EOF) within ``wait`` seconds."""
+        self.sock.settimeout(wait)
+        deadline = time.monotonic() + wait
+        try:
+            while time.monotonic() < deadline:
+                data = self.sock.recv(65536)
+                if not data:
+                    return True
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except socket.timeout:
+            return False
+        return False
