@@ -26,13 +26,14 @@ fields not given.
 from __future__ import annotations
 
 import io as _io
+import struct as _struct
 from dataclasses import dataclass, field as _dc_field
 from typing import Any
 
-from construct import Flag, Float64b, Int8sb, Int16sb, Int16ub, Int32sb, Int32ub, Int64sb
+from construct import Float64b, Int8sb, Int16sb, Int16ub, Int32sb, Int32ub, Int64sb
 
 from protocol import types as T
-from protocol.wire import ZERO_UUID
+from protocol.wire import ZERO_UUID, DecodeError
 
 
 class VersionRange:
@@ -104,7 +105,7 @@ _FIXED = {
     "uint32": (Int32ub, 0),
     "int64": (Int64sb, 0),
     "float64": (Float64b, 0.0),
-    "bool": (Flag, False),
+    "bool": (T.Bool, False),
     "uuid": (T.Uuid, ZERO_UUID),
 }
 
@@ -113,7 +114,10 @@ def type_default(typ):
     if isinstance(typ, list):
         return []
     if isinstance(typ, S):
-        return {}
+        # A struct-valued field defaults to the struct with every field at its
+        # default, as Kafka's generated classes do; a tagged struct equal to
+        # that is not written.
+        return {f.name: f.default_value() for f in typ.fields}
     if typ in _FIXED:
         return _FIXED[typ][1]
     if typ == "string":
@@ -177,15 +181,18 @@ class Codec:
 
     def read(self, stream):
         """Decode one message from a stream positioned at its first byte."""
-        return self._parse(stream, None)
+        try:
+            return self._parse(stream, None)
+        except _struct.error as exc:
+            # construct's compiled fixed-size ints unpack whatever was read:
+            # a short read surfaces as struct.error.
+            raise DecodeError(f"truncated message: {exc}") from None
 
     def decode(self, data: bytes):
         """Decode a whole buffer; trailing bytes are an error."""
         stream = _io.BytesIO(data)
-        value = self._parse(stream, None)
+        value = self.read(stream)
         if stream.tell() != len(data):
-            from protocol.wire import DecodeError
-
             raise DecodeError(f"{len(data) - stream.tell()} trailing bytes")
         return value
 

@@ -39,8 +39,9 @@ def default_literal(value) -> str:
         return "ZERO_UUID" if value.int == 0 else f"__import__('uuid').UUID({str(value)!r})"
     if isinstance(value, list) and not value:
         return "[]"
-    if isinstance(value, dict) and not value:
-        return "Container()"
+    if isinstance(value, dict):
+        items = ", ".join(f"({k!r}, {default_literal(v)})" for k, v in value.items())
+        return f"Container([{items}])"
     raise TypeError(f"unsupported default {value!r}")
 
 
@@ -48,7 +49,7 @@ def fresh_default(value):
     if isinstance(value, list):
         return []
     if isinstance(value, dict):
-        return Container()
+        return Container((k, fresh_default(v)) for k, v in value.items())
     return value
 
 
@@ -86,6 +87,7 @@ UVarInt = _primitive("UVarInt", "read_uvarint", "write_uvarint")
 VarInt = _primitive("VarInt", "read_varint", "write_varint")
 VarLong = _primitive("VarLong", "read_varlong", "write_varlong")
 Uuid = _primitive("Uuid", "read_uuid", "write_uuid")
+Bool = _primitive("Bool", "read_bool", "write_bool")
 
 
 def KString(*, compact: bool, nullable: bool) -> _Primitive:

@@ -46,6 +46,8 @@ __all__ = [
     "write_compact_array_count",
     "read_uuid",
     "write_uuid",
+    "read_bool",
+    "write_bool",
     "skip_tagged_field",
     "ZERO_UUID",
 ]
@@ -332,6 +334,20 @@ def write_uuid(io, value) -> None:
     if value is None:
         value = ZERO_UUID
     io.write(value.bytes)
+
+
+# --- bool -------------------------------------------------------------------------
+
+# construct's compiled ``Flag`` reads a missing byte as True; a truncated frame
+# must fail instead.
+
+
+def read_bool(io) -> bool:
+    return read_exact(io, 1) != b"\x00"
+
+
+def write_bool(io, value) -> None:
+    io.write(b"\x01" if value else b"\x00")
 
 
 # --- tagged fields ------------------------------------------------------------------
