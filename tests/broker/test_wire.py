@@ -1,0 +1,280 @@
+"""The broker's wire behaviour, spoken through kafka-python's protocol classes and raw
+bytes: ApiVersions negotiation, old Metadata versions, ordering, and bad input."""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import struct
+import uuid
+
+import pytest
+from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
+
+from broker.apis import advertised_versions
+from tests.support import RawClient
+
+
+def _api_versions_frame(version: int, correlation_id: int) -> bytes:
+    """An ApiVersions request at any version, built by hand (v5+ has no schema anywhere)."""
+    body = b""
+    if version >= 3:
+        body = b"\x03kp\x02v\x00"  # compact strings "kp", "v", empty tags
+    client_id = struct.pack(">h", 5) + b"tests"
+    header = struct.pack(">hhi", 18, version, correlation_id) + client_id
+    if version >= 3:
+        header += b"\x00"
+    payload = header + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_api_versions_lists_every_served_api(broker, version):
+    with RawClient(broker.port) as client:
+        request = ApiVersionsRequest[version](client_software_name="kcoord-tests",
+                                              client_software_version="1.0") \
+            if version >= 3 else ApiVersionsRequest[version]()
+        response = client.request(request)
+    assert response.error_code == 0
+    served = {(k.api_key, k.min_version, k.max_version) for k in response.api_keys}
+    assert served == set(advertised_versions())
+    keys = {k for k, _, _ in served}
+    assert {3, 18, 19, 20, 32, 60} <= keys
+
+
+def test_api_versions_unknown_version_gets_v0_fallback(broker):
+    with RawClient(broker.port) as client:
+        client.send_raw(_api_versions_frame(9, 42))
+        frame = client.recv_frame()
+    # header v0 (correlation id only), error 35, classic array with only ApiVersions' range
+    assert frame == bytes.fromhex("0000002a" "0023" "00000001" "0012" "0000" "0004")
+    decoded = ApiVersionsResponse.decode(frame[4:], version=0)
+    assert decoded.error_code == 35
+
+
+def test_api_versions_v3_invalid_software_name(broker):
+    # Kafka validates the v3+ software name and version and answers INVALID_REQUEST
+    # in the request's (flexible) format with an empty list.
+    with RawClient(broker.port) as client:
+        request = ApiVersionsRequest[3](client_software_name="bad name!",
+                                        client_software_version="1")
+        correlation_id = client.send(request)
+        frame = client.recv_frame()
+    assert frame == struct.pack(">i", correlation_id) + bytes.fromhex("002a" "01" "00000000" "00")
+
+
+def test_metadata_v0_empty_list_means_all_topics(broker):
+    broker.call(lambda: broker.broker.topics.create("wire-v0", 2, {}))
+    with RawClient(broker.port) as client:
+        response = client.request(MetadataRequest[0](topics=[]))
+    names = {t.name for t in response.topics}
+    assert {"wire-v0", "__consumer_offsets"} <= names
+    assert [(b.node_id, b.host, b.port) for b in response.brokers] == [(1, "127.0.0.1", broker.port)]
+
+
+def test_metadata_v1_null_all_and_empty_none(broker):
+    broker.call(lambda: broker.broker.topics.create("wire-v1", 1, {}))
+    with RawClient(broker.port) as client:
+        everything = client.request(MetadataRequest[1](topics=None))
+        nothing = client.request(MetadataRequest[1](topics=[]))
+    assert "wire-v1" in {t.name for t in everything.topics}
+    assert {t.name: t.is_internal for t in everything.topics}["__consumer_offsets"] is True
+    assert everything.controller_id == 1
+    assert nothing.topics == []
+
+
+@pytest.mark.parametrize("version", range(0, 13))
+def test_metadata_every_version_auto_creates_named_topic(broker, version):
+    name = f"wire-auto-{version}"
+    topic = MetadataRequest.MetadataRequestTopic(name=name, topic_id=None)
+    kwargs = {"allow_auto_topic_creation": True} if version >= 4 else {}
+    with RawClient(broker.port) as client:
+        response = client.request(MetadataRequest[version](topics=[topic], **kwargs))
+    (entry,) = response.topics
+    assert entry.error_code == 0
+    assert entry.name == name
+    assert [p.partition_index for p in entry.partitions] == [0]
+    if version >= 10:
+        assert str(entry.topic_id) != "00000000-0000-0000-0000-000000000000"
+    if version >= 2:
+        assert response.cluster_id == broker.broker.cluster_id
+
+
+def test_metadata_without_auto_create_reports_unknown_topic(broker):
+    topic = MetadataRequest.MetadataRequestTopic(name="wire-not-created", topic_id=None)
+    with RawClient(broker.port) as client:
+        response = client.request(MetadataRequest[9](topics=[topic], allow_auto_topic_creation=False))
+    assert response.topics[0].error_code == 3
+    assert "wire-not-created" not in broker.broker.topics.topics
+
+
+def test_metadata_v12_lookup_by_topic_id(broker):
+    created = broker.call(lambda: broker.broker.topics.create("wire-by-id", 3, {}))
+    unknown = MetadataRequest.MetadataRequestTopic(name=None,
+                                                   topic_id=uuid.UUID(int=2))
+    known = MetadataRequest.MetadataRequestTopic(name=None, topic_id=created.topic_id)
+    with RawClient(broker.port) as client:
+        response = client.request(MetadataRequest[12](topics=[known, unknown],
+                                                      allow_auto_topic_creation=False))
+    by_error = {t.error_code: t for t in response.topics}
+    assert by_error[0].name == "wire-by-id" and len(by_error[0].partitions) == 3
+    assert by_error[100].name is None  # UNKNOWN_TOPIC_ID
+
+
+def test_create_topics_v0_with_minus_one_defaults(broker):
+    # kafkajs sends -1/-1 at v3 and below; Kafka's broker accepts it at any version.
+    topic = CreateTopicsRequest.CreatableTopic(name="wire-ct-v0", num_partitions=-1,
+                                               replication_factor=-1, assignments=[], configs=[])
+    with RawClient(broker.port) as client:
+        response = client.request(CreateTopicsRequest[0](topics=[topic], timeout_ms=1000))
+    assert response.topics[0].error_code == 0
+    assert broker.broker.topics.get("wire-ct-v0").partitions == 1
+
+
+def test_create_topics_v7_duplicate_and_manual_assignment(broker):
+    ct = CreateTopicsRequest
+    assign = ct.CreatableTopic.CreatableReplicaAssignment
+    topics = [
+        ct.CreatableTopic(name="wire-dup", num_partitions=1, replication_factor=1,
+                          assignments=[], configs=[]),
+        ct.CreatableTopic(name="wire-dup", num_partitions=1, replication_factor=1,
+                          assignments=[], configs=[]),
+        ct.CreatableTopic(name="wire-manual", num_partitions=-1, replication_factor=-1,
+                          assignments=[assign(partition_index=0, broker_ids=[1]),
+                                       assign(partition_index=1, broker_ids=[1])], configs=[]),
+        ct.CreatableTopic(name="wire-elsewhere", num_partitions=-1, replication_factor=-1,
+                          assignments=[assign(partition_index=0, broker_ids=[2])], configs=[]),
+    ]
+    with RawClient(broker.port) as client:
+        response = client.request(ct[7](topics=topics, timeout_ms=1000, validate_only=False))
+    results = {t.name: t for t in response.topics}
+    assert results["wire-dup"].error_code == 42
+    assert results["wire-manual"].error_code == 0 and results["wire-manual"].num_partitions == 2
+    assert results["wire-elsewhere"].error_code == 39
+    assert "wire-dup" not in broker.broker.topics.topics
+
+
+def test_delete_topics_v6_by_id_and_unknown_id(broker):
+    created = broker.call(lambda: broker.broker.topics.create("wire-del-id", 1, {}))
+    state = DeleteTopicsRequest.DeleteTopicState
+    with RawClient(broker.port) as client:
+        response = client.request(DeleteTopicsRequest[6](
+            topics=[state(name=None, topic_id=created.topic_id),
+                    state(name=None, topic_id=uuid.UUID(int=3))],
+            timeout_ms=1000))
+    codes = sorted(r.error_code for r in response.responses)
+    assert codes == [0, 100]
+    assert broker.broker.topics.get("wire-del-id") is None
+
+
+def test_delete_internal_topic_is_refused(broker):
+    with RawClient(broker.port) as client:
+        response = client.request(DeleteTopicsRequest[3](
+            topics=[DeleteTopicsRequest.DeleteTopicState(name="__consumer_offsets")],
+            timeout_ms=1000))
+    assert response.responses[0].error_code == 42
+    assert broker.broker.topics.get("__consumer_offsets") is not None
+
+
+def test_describe_configs_unknown_topic_and_foreign_broker(broker):
+    res = DescribeConfigsRequest.DescribeConfigsResource
+    with RawClient(broker.port) as client:
+        response = client.request(DescribeConfigsRequest[4](resources=[
+            res(resource_type=2, resource_name="wire-nope", configuration_keys=None),
+            res(resource_type=4, resource_name="7", configuration_keys=None),
+            res(resource_type=4, resource_name="1", configuration_keys=["num.partitions", "nope"]),
+        ], include_synonyms=False, include_documentation=False))
+    unknown, foreign, mine = response.results
+    assert unknown.error_code == 3
+    assert foreign.error_code == 42
+    assert [(c.name, c.value, c.read_only) for c in mine.configs] == [("num.partitions", "1", True)]
+
+
+def test_pipelined_requests_are_answered_in_order(broker):
+    with RawClient(broker.port) as client:
+        sent = []
+        for i in range(50):
+            request = MetadataRequest[1](topics=[]) if i % 2 else ApiVersionsRequest[2]()
+            sent.append((request, client.send(request)))
+        for request, correlation_id in sent:
+            client.read_response(request, correlation_id)
+
+
+def _assert_still_serving(broker):
+    with RawClient(broker.port) as client:
+        assert client.request(ApiVersionsRequest[0]()).error_code == 0
+
+
+def test_unknown_api_key_closes_connection(broker):
+    with RawClient(broker.port) as client:
+        payload = struct.pack(">hhih", 999, 0, 1, -1)
+        client.send_raw(struct.pack(">i", len(payload)) + payload)
+        assert client.is_closed_by_peer()
+    _assert_still_serving(broker)
+
+
+def test_unsupported_version_closes_connection(broker):
+    with RawClient(broker.port) as client:
+        payload = struct.pack(">hhih", 3, 99, 1, -1)
+        client.send_raw(struct.pack(">i", len(payload)) + payload)
+        assert client.is_closed_by_peer()
+    _assert_still_serving(broker)
+
+
+@pytest.mark.parametrize("size", [-1, 104_857_601, 2**31 - 1])
+def test_oversize_or_negative_frame_closes_connection(broker, size):
+    with RawClient(broker.port) as client:
+        client.send_raw(struct.pack(">i", size) + b"\x00" * 16)
+        assert client.is_closed_by_peer()
+    _assert_still_serving(broker)
+
+
+def test_undecodable_body_closes_connection(broker):
+    with RawClient(broker.port) as client:
+        # Metadata v1 claiming 1000 topics with no bytes behind the count
+        payload = struct.pack(">hhih", 3, 1, 1, -1) + struct.pack(">i", 1000)
+        client.send_raw(struct.pack(">i", len(payload)) + payload)
+        assert client.is_closed_by_peer()
+    _assert_still_serving(broker)
+
+
+def test_truncated_frame_then_disconnect_leaves_broker_serving(broker):
+    with RawClient(broker.port) as client:
+        client.send_raw(struct.pack(">i", 100) + b"\x00\x03\x00\x01")
+    _assert_still_serving(broker)
+
+
+def test_random_garbage_never_takes_the_broker_down(broker):
+    rng = random.Random(1234)
+    for _ in range(40):
+        with RawClient(broker.port) as client:
+            size = rng.randrange(0, 200)
+            body = bytes(rng.randrange(256) for _ in range(size))
+            if rng.random() < 0.7:
+                # a plausible header: a served key, a random version
+                key = rng.choice([3, 18, 19, 20, 32, 60])
+                body = struct.pack(">hhi", key, rng.randrange(0, 13), 7) + body
+            try:
+                client.send_raw(struct.pack(">i", len(body)) + body)
+                client.sock.settimeout(2)
+                client.sock.recv(65536)
+            except (ConnectionError, socket.timeout, OSError):
+                pass
+    _assert_still_serving(broker)
+
+
+def test_other_connections_keep_working_while_one_misbehaves(broker):
+    with RawClient(broker.port) as good, RawClient(broker.port) as bad:
+        bad.send_raw(struct.pack(">i", 50) + os.urandom(10))  # half a frame, never finished
+        assert good.request(MetadataRequest[1](topics=None)).controller_id == 1
+        bad.send_raw(os.urandom(40))
+        assert good.request(ApiVersionsRequest[1]()).error_code == 0
+
+
+def test_idle_connection_is_closed(make_broker):
+    node = make_broker(overrides={"connections.max.idle.ms": 200})
+    with RawClient(node.port) as client:
+        assert client.request(ApiVersionsRequest[0]()).error_code == 0
+        assert client.is_closed_by_peer(wait=5)
