@@ -80,15 +80,15 @@ async def serve(config: BrokerConfig) -> int:
     from broker.meta import DataDirError
 
     broker = Broker(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
     except (DataDirError, OSError) as exc:
         log.error("broker.start_failed", error=str(exc))
         return 1
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("broker.stopping")
     await broker.stop()

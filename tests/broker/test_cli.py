@@ -1,0 +1,141 @@
+"""``kcoord serve`` as a user runs it: a child process, its flags, its data dir."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+from kafka.protocol.admin import DescribeConfigsRequest
+from kafka.protocol.metadata import MetadataRequest
+
+from tests.support import REPO, BrokerProcess, RawClient
+
+
+def _broker_config(port: int, *names: str) -> dict[str, tuple[str, int]]:
+    res = DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=4, resource_name="1", configuration_keys=list(names))
+    with RawClient(port) as client:
+        response = client.request(DescribeConfigsRequest[1](resources=[res], include_synonyms=False))
+    return {c.name: (c.value, c.config_source) for c in response.results[0].configs}
+
+
+def test_restart_keeps_cluster_id_topics_and_ids(tmp_path):
+    first = BrokerProcess(tmp_path).start()
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=first.bootstrap, request_timeout_ms=10000)
+        admin.create_topics({"kept": {"num_partitions": 4, "replication_factor": 1,
+                                      "configs": {"cleanup.policy": "compact"}}})
+        before = admin.describe_topics(["kept"])[0]
+        cluster_before = admin.describe_cluster()["cluster_id"]
+        admin.close()
+    finally:
+        assert first.terminate() == 0
+
+    second = BrokerProcess(tmp_path).start()
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=second.bootstrap, request_timeout_ms=10000)
+        after = admin.describe_topics(["kept"])[0]
+        assert admin.describe_cluster()["cluster_id"] == cluster_before
+        configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "kept")])
+        admin.close()
+    finally:
+        assert second.terminate() == 0
+    assert after["topic_id"] == before["topic_id"]
+    assert len(after["partitions"]) == 4
+    assert configs["topic"]["kept"]["cleanup.policy"]["value"] == "compact"
+    assert (tmp_path / "meta.properties").read_text().count(f"cluster.id={cluster_before}") == 1
+
+
+def test_sigterm_stops_cleanly_and_logs_json(tmp_path):
+    node = BrokerProcess(tmp_path).start()
+    node.proc.send_signal(signal.SIGTERM)
+    assert node.proc.wait(15) == 0
+    node._reader.join(5)
+    names = node.event_names()
+    assert "broker.started" in names and "broker.stopped" in names
+    started = next(e for e in node.events if e.get("event") == "broker.started")
+    assert started["level"] == "info" and "timestamp" in started
+
+
+def test_config_file_overrides_and_unknown_properties(tmp_path):
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "# a Kafka server.properties\n"
+        "node.id=1\n"
+        "num.partitions=3\n"
+        "some.unknown.property=42\n"
+        "process.roles=broker,controller\n"
+        f"log.dirs={tmp_path / 'from-file'}\n"
+    )
+    node = BrokerProcess(tmp_path / "data", "--config", str(props),
+                         "--override", "auto.create.topics.enable=false").start()
+    try:
+        values = _broker_config(node.port, "num.partitions", "auto.create.topics.enable")
+        assert values["num.partitions"] == ("3", 4)  # STATIC_BROKER_CONFIG
+        assert values["auto.create.topics.enable"] == ("false", 4)
+        topic = MetadataRequest.MetadataRequestTopic(name="not-auto", topic_id=None)
+        with RawClient(node.port) as client:
+            response = client.request(MetadataRequest[4](topics=[topic],
+                                                         allow_auto_topic_creation=True))
+        assert response.topics[0].error_code == 3
+    finally:
+        assert node.terminate() == 0
+    warnings = [e for e in node.events if e.get("event") == "config.unknown_property_ignored"]
+    assert [w["property"] for w in warnings] == ["some.unknown.property"]
+    # --data-dir wins over log.dirs from the file
+    assert (tmp_path / "data" / "meta.properties").exists()
+    assert not (tmp_path / "from-file").exists()
+
+
+def test_kafka_defaults_switch_restores_kafka_values(tmp_path):
+    dev = BrokerProcess(tmp_path / "dev").start()
+    try:
+        dev_values = _broker_config(dev.port, "group.initial.rebalance.delay.ms",
+                                    "offsets.topic.segment.bytes")
+    finally:
+        dev.terminate()
+    kafka = BrokerProcess(tmp_path / "kafka", "--kafka-defaults").start()
+    try:
+        kafka_values = _broker_config(kafka.port, "group.initial.rebalance.delay.ms",
+                                      "offsets.topic.segment.bytes",
+                                      "offsets.topic.replication.factor")
+    finally:
+        kafka.terminate()
+    assert dev_values["group.initial.rebalance.delay.ms"][0] == "0"
+    assert kafka_values["group.initial.rebalance.delay.ms"][0] == "3000"
+    assert kafka_values["offsets.topic.segment.bytes"][0] == "104857600"
+    assert kafka_values["offsets.topic.replication.factor"][0] == "1"
+
+
+def test_advertised_address_is_what_metadata_returns(tmp_path):
+    node = BrokerProcess(tmp_path, "--advertised-host", "broker.example", "--advertised-port",
+                         "19999").start()
+    try:
+        with RawClient(node.port) as client:
+            response = client.request(MetadataRequest[1](topics=[]))
+        assert [(b.host, b.port) for b in response.brokers] == [("broker.example", 19999)]
+    finally:
+        node.terminate()
+
+
+def test_second_broker_on_same_data_dir_is_refused(tmp_path):
+    first = BrokerProcess(tmp_path).start()
+    try:
+        second = BrokerProcess(tmp_path)
+        result = subprocess.run(second.args, cwd=REPO, env=second.env,
+                                capture_output=True, text=True, timeout=20)
+        assert result.returncode == 1
+        assert "broker.start_failed" in result.stdout + result.stderr
+    finally:
+        first.terminate()
+
+
+def test_node_id_mismatch_is_refused(tmp_path):
+    node = BrokerProcess(tmp_path).start()
+    node.terminate()
+    other = BrokerProcess(tmp_path, "--override", "node.id=5")
+    result = subprocess.run(other.args, cwd=REPO, env=other.env, capture_output=True, text=True,
+                            timeout=20)
+    assert result.returncode == 1
+    assert "doesn't match" in result.stdout + result.stderr
