@@ -1,0 +1,679 @@
+"""``PartitionLog``: one topic partition as a folder of Kafka segments.
+
+The synchronous core (``append``, ``read``, ``offset_for_timestamp``, ``roll``,
+``delete_old_segments``, ``truncate_to``, ``compact``) does the file work and is
+what unit tests drive.  The broker calls the async wrappers, which apply the
+fsync policy without blocking the event loop:
+
+* ``never`` (default): ``append_async`` returns once ``os.pwrite`` has handed the
+  bytes to the OS, which survives a SIGKILL of the broker (Kafka's default);
+* ``batch``: the append waits for one shared fsync, run in a worker thread, that
+  starts after its write; appends arriving while an fsync runs share the next one;
+* ``always``: every append waits for its own fsync in a worker thread.
+
+A ``threading.RLock`` guards the segment list, because compaction runs in a
+worker thread and swaps segments while appends and reads go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import threading
+import time
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import structlog
+
+from protocol.records import (
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    CorruptRecordError,
+    batch_header,
+    iter_entries,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+    validate_batch,
+)
+from storage.config import LogConfig
+from storage.errors import (
+    InvalidRecordError,
+    LogClosedError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from storage.segment import INT32_MAX, LogSegment, segment_name
+
+log = structlog.get_logger("kcoord.storage")
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)(\.\w+)?$")
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    size: int
+
+
+@dataclass(slots=True)
+class TimestampOffset:
+    timestamp: int
+    offset: int
+
+
+class PartitionLog:
+    """A partition's segments, offsets and the operations Kafka's UnifiedLog offers."""
+
+    def __init__(
+        self,
+        directory: str,
+        config: LogConfig | None = None,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int | None = None,
+        cleaner_offset: int | None = None,
+        clean_shutdown: bool = False,
+        clock: Callable[[], int] = wall_clock_ms,
+    ):
+        self.directory = directory
+        self.config = config or LogConfig()
+        self.clock = clock
+        self._lock = threading.RLock()
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.recovery_point = recovery_point
+        self.cleaner_offset = cleaner_offset
+        self.closed = False
+        self._unflushed: dict[int, LogSegment] = {}
+        self._flush_waiters: list[asyncio.Future] = []
+        self._flusher: asyncio.Task | None = None
+        self._background: set[asyncio.Task] = set()
+        self.earliest_delete_horizon: int | None = None
+        os.makedirs(directory, exist_ok=True)
+        self._load(clean_shutdown, log_start_offset)
+
+    # --- naming ----------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(os.path.normpath(self.directory))
+
+    # --- opening and recovery -----------------------------------------------------
+
+    def _load(self, clean_shutdown: bool, log_start_offset: int | None) -> None:
+        from storage.cleaner import complete_interrupted_swaps
+
+        complete_interrupted_swaps(self.directory)
+        bases = set()
+        for fname in os.listdir(self.directory):
+            m = _SEGMENT_FILE.match(fname)
+            if m and m.group(2) == "log" and not m.group(3):
+                bases.add(int(m.group(1)))
+        # Index files without a .log are leftovers (LogLoader deletes them too).
+        for fname in os.listdir(self.directory):
+            m = _SEGMENT_FILE.match(fname)
+            if m and m.group(2) in ("index", "timeindex") and not m.group(3):
+                if int(m.group(1)) not in bases:
+                    os.unlink(os.path.join(self.directory, fname))
+        ordered = sorted(bases)
+        recover_from = None
+        if not clean_shutdown:
+            # Recover every segment that may hold unflushed data: the one containing
+            # the recovery point and all later ones (LogLoader.recoverLog).
+            i = bisect_right(ordered, self.recovery_point) - 1
+            recover_from = ordered[max(i, 0)] if ordered else 0
+        for n, base in enumerate(ordered):
+            segment = LogSegment(
+                self.directory, base, index_interval_bytes=self.config.index_interval_bytes
+            )
+            if recover_from is not None and base >= recover_from:
+                before = segment.size
+                truncated = segment.recover()
+                log.info(
+                    "segment_recovered",
+                    log=self.name,
+                    segment=segment_name(base),
+                    bytes_valid=segment.size,
+                    bytes_truncated=truncated,
+                    bytes_before=before,
+                )
+                if truncated > 0:
+                    self._append_segment(segment)
+                    for later in ordered[n + 1 :]:
+                        stale = LogSegment(self.directory, later)
+                        log.warning(
+                            "segment_deleted_after_truncation",
+                            log=self.name,
+                            segment=segment_name(later),
+                            bytes=stale.size,
+                        )
+                        stale.delete()
+                    break
+            else:
+                segment.load()
+            self._append_segment(segment)
+        # A segment that holds nothing after the previous one's end is still the active one.
+        if not self.segments:
+            start = log_start_offset or 0
+            self._append_segment(self._new_segment(start))
+        self.segments[-1].next_offset = max(
+            self.segments[-1].next_offset, self.segments[-1].base_offset
+        )
+        self.log_start_offset = max(log_start_offset or 0, self.segments[0].base_offset)
+        if self.log_start_offset > self.log_end_offset:
+            self.log_start_offset = self.log_end_offset
+        if self.cleaner_offset is not None and self.cleaner_offset > self.log_end_offset:
+            self.cleaner_offset = None
+        log.info(
+            "log_opened",
+            log=self.name,
+            segments=len(self.segments),
+            log_start_offset=self.log_start_offset,
+            log_end_offset=self.log_end_offset,
+            size=self.size_bytes,
+            recovered=not clean_shutdown,
+        )
+
+    def _append_segment(self, segment: LogSegment) -> None:
+        if self._bases and segment.base_offset <= self._bases[-1]:
+            raise ValueError("segments must be added in offset order")
+        self.segments.append(segment)
+        self._bases.append(segment.base_offset)
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        segment = LogSegment(
+            self.directory, base_offset, index_interval_bytes=self.config.index_interval_bytes
+        )
+        segment.next_offset = base_offset
+        if segment.size:
+            # A stale file at this base (e.g. after truncation) must not leak into the log.
+            os.ftruncate(segment.fd, 0)
+            segment.size = 0
+            segment.offset_index.reset()
+            segment.time_index.reset()
+        log.info("segment_opened", log=self.name, segment=segment_name(base_offset))
+        return segment
+
+    # --- offsets -------------------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        # A single node: every appended record is replicated everywhere it needs to be.
+        return self.log_end_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise LogClosedError(self.directory)
+
+    # --- append ---------------------------------------------------------------------------
+
+    def append(
+        self,
+        records,
+        *,
+        now_ms: int | None = None,
+        leader_epoch: int | None = None,
+        assign_offsets: bool = True,
+    ) -> AppendInfo:
+        """Append one or more v2 batches, assigning offsets from the log end offset.
+
+        Every batch is checked (magic, sizes, CRC-32C) before anything is
+        written; ``baseOffset`` and ``partitionLeaderEpoch`` are rewritten in
+        place (outside the CRC).  With ``assign_offsets=False`` the batches keep
+        their offsets, which must not go backwards.
+        """
+        buf = bytearray(records)
+        if not buf:
+            raise InvalidRecordError("no record batches to append")
+        now = self.clock() if now_ms is None else now_ms
+        try:
+            entries = list(iter_entries(buf))
+        except CorruptRecordError as exc:
+            raise InvalidRecordError(str(exc)) from exc
+        with self._lock:
+            self._check_open()
+            next_offset = self.log_end_offset
+            first_offset = None
+            max_ts, offset_of_max = -1, next_offset
+            append_time = -1
+            for pos, size, magic in entries:
+                if magic != 2:
+                    raise InvalidRecordError(f"magic {magic}: legacy message sets are up-converted first")
+                if size > self.config.max_message_bytes:
+                    # Kafka compares the whole batch, log overhead included.
+                    raise RecordTooLargeError(
+                        f"batch of {size} bytes exceeds max.message.bytes "
+                        f"{self.config.max_message_bytes}"
+                    )
+                try:
+                    header = validate_batch(buf, pos, size)
+                except CorruptRecordError as exc:
+                    raise InvalidRecordError(str(exc)) from exc
+                if assign_offsets:
+                    set_base_offset(buf, pos, next_offset)
+                    base = next_offset
+                else:
+                    base = header.base_offset
+                    if base < next_offset:
+                        raise InvalidRecordError(
+                            f"batch offset {base} is below the log end offset {next_offset}"
+                        )
+                if leader_epoch is not None:
+                    set_partition_leader_epoch(buf, pos, leader_epoch)
+                if self.config.log_append_time and not header.is_control:
+                    set_log_append_time(buf, pos, now)
+                    append_time = now
+                    batch_max = now
+                else:
+                    batch_max = header.max_timestamp
+                if first_offset is None:
+                    first_offset = base
+                last = base + header.last_offset_delta
+                if batch_max > max_ts:
+                    max_ts, offset_of_max = batch_max, last
+                next_offset = last + 1
+            last_offset = next_offset - 1
+            segment = self._maybe_roll(len(buf), max_ts, first_offset, last_offset, now)
+            segment.append(buf, last_offset, max_ts, offset_of_max)
+            self._unflushed[segment.base_offset] = segment
+            return AppendInfo(
+                first_offset=first_offset,
+                last_offset=last_offset,
+                max_timestamp=max_ts,
+                offset_of_max_timestamp=offset_of_max,
+                log_append_time=append_time,
+                log_start_offset=self.log_start_offset,
+                size=len(buf),
+            )
+
+    def _maybe_roll(self, size: int, max_ts: int, first: int, last: int, now: int) -> LogSegment:
+        """Roll before an append (UnifiedLog.maybeRoll / LogSegment.shouldRoll)."""
+        seg = self.segments[-1]
+        if seg.size == 0:
+            if first > seg.base_offset:
+                # Batches that keep their offsets may start past an empty active
+                # segment's base: the segment is renamed after its first batch.
+                self._replace_empty_active(first)
+            return self.segments[-1]
+        cfg = self.config
+        if seg.first_batch_timestamp is not None and seg.first_batch_timestamp >= 0:
+            waited = max_ts - seg.first_batch_timestamp
+        else:
+            waited = now - seg.created_ms
+        if (
+            seg.size > cfg.segment_bytes - size
+            or waited > cfg.segment_ms
+            or seg.offset_index.is_full(cfg.segment_index_bytes)
+            or seg.time_index.is_full(cfg.segment_index_bytes)
+            or last - seg.base_offset > INT32_MAX
+        ):
+            return self._roll_to(first)
+        return seg
+
+    def _replace_empty_active(self, base: int) -> None:
+        old = self.segments.pop()
+        self._bases.pop()
+        self._unflushed.pop(old.base_offset, None)
+        old.delete()
+        self._append_segment(self._new_segment(base))
+
+    def _roll_to(self, base: int) -> LogSegment:
+        old = self.segments[-1]
+        old.on_become_inactive()
+        new = self._new_segment(base)
+        self._append_segment(new)
+        log.info("segment_rolled", log=self.name, old=segment_name(old.base_offset),
+                 old_size=old.size, new=segment_name(base))
+        return new
+
+    def roll(self, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+        with self._lock:
+            self._check_open()
+            if self.segments[-1].size == 0:
+                return self.segments[-1]
+            return self._roll_to(self.log_end_offset)
+
+    # --- async append and flush -------------------------------------------------------
+
+    async def append_async(self, records, **kwargs) -> AppendInfo:
+        """``append``, then wait for durability as the flush policy requires."""
+        rolled_from = len(self.segments)
+        info = self.append(records, **kwargs)
+        policy = self.config.flush_policy
+        if policy == "always":
+            await self.flush_async()
+        elif policy == "batch":
+            await self._group_flush()
+        elif len(self.segments) != rolled_from:
+            # Like Kafka after a roll: flush the segments that stopped being active in
+            # the background, which advances the recovery point.
+            task = asyncio.get_running_loop().create_task(self.flush_async())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        return info
+
+    async def flush_async(self) -> None:
+        """fsync everything written so far, in a worker thread."""
+        loop = asyncio.get_running_loop()
+        pending, upto = self._take_unflushed()
+        await loop.run_in_executor(None, self._fsync_segments, pending, upto)
+
+    async def _group_flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        self._flush_waiters.append(waiter)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = loop.create_task(self._run_group_flushes())
+        await waiter
+
+    async def _run_group_flushes(self) -> None:
+        # One fsync covers every append whose write happened before it started;
+        # appends arriving meanwhile wait for the next round (group commit).
+        while self._flush_waiters:
+            waiters, self._flush_waiters = self._flush_waiters, []
+            try:
+                await self.flush_async()
+            except BaseException as exc:  # noqa: BLE001 - handed to every waiter
+                for w in waiters:
+                    if not w.done():
+                        w.set_exception(exc)
+                continue
+            for w in waiters:
+                if not w.done():
+                    w.set_result(None)
+
+    def _take_unflushed(self) -> tuple[list[LogSegment], int]:
+        with self._lock:
+            pending = list(self._unflushed.values())
+            self._unflushed.clear()
+            return pending, self.log_end_offset
+
+    def _fsync_segments(self, segments: list[LogSegment], upto: int) -> None:
+        for segment in segments:
+            try:
+                segment.flush()
+            except OSError:
+                if not segment.closed:
+                    raise
+        _fsync_dir(self.directory)
+        with self._lock:
+            if upto > self.recovery_point:
+                self.recovery_point = upto
+
+    def flush(self) -> None:
+        """fsync everything written so far (synchronous)."""
+        pending, upto = self._take_unflushed()
+        self._fsync_segments(pending, upto)
+
+    # --- read --------------------------------------------------------------------------
+
+    def _segment_index_for(self, offset: int) -> int:
+        return max(bisect_right(self._bases, offset) - 1, 0)
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> bytes:
+        """Whole batches from the one containing ``offset``, up to ``max_bytes``.
+
+        Like Kafka, a read serves one segment and never cuts a batch; the first
+        batch is returned even if it is larger than ``max_bytes`` (unless
+        ``min_one_batch`` is false).  ``max_offset`` (exclusive, e.g. the high
+        watermark) stops before batches starting at or after it.  Reading at the
+        log end offset gives ``b""``; outside [log start, log end] raises
+        ``OffsetOutOfRangeError``.
+        """
+        with self._lock:
+            self._check_open()
+            if offset < self.log_start_offset or offset > self.log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}]"
+                )
+            limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+            if offset >= limit:
+                return b""
+            i = self._segment_index_for(offset)
+            while i < len(self.segments):
+                segment = self.segments[i]
+                found = segment.translate_offset(offset)
+                if found is not None:
+                    return self._read_from(segment, found[0], found[1], max_bytes, limit,
+                                           min_one_batch)
+                i += 1
+            return b""
+
+    @staticmethod
+    def _read_from(segment, position, first, max_bytes, limit, min_one) -> bytes:
+        if first.base_offset >= limit:
+            return b""
+        if first.size > max_bytes:
+            return segment.read(position, first.size) if min_one else b""
+        data = segment.read(position, min(max_bytes, segment.size - position))
+        end = 0
+        while end + RECORD_BATCH_OVERHEAD <= len(data):
+            header = batch_header(data, end)
+            if header.base_offset >= limit or end + header.size > len(data):
+                break
+            end += header.size
+        return data[:end] if end < len(data) else data
+
+    def batches(self, start_offset: int | None = None, *, chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
+        """Every batch from ``start_offset`` (default: log start) to the end, one by one."""
+        offset = self.log_start_offset if start_offset is None else start_offset
+        while offset < self.log_end_offset:
+            data = self.read(offset, chunk_bytes)
+            if not data:
+                return
+            for pos, size, _magic in iter_entries(data):
+                header = batch_header(data, pos)
+                yield data[pos : pos + size]
+                offset = header.next_offset
+
+    # --- timestamps ----------------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """The first record with a timestamp >= ``timestamp`` (ListOffsets by time)."""
+        with self._lock:
+            self._check_open()
+            start = self.log_start_offset
+            for segment in self.segments:
+                if segment.max_timestamp >= timestamp and segment.next_offset > start:
+                    found = segment.find_offset_for_timestamp(timestamp, start)
+                    if found is not None:
+                        return TimestampOffset(found[1], found[0])
+            return None
+
+    def max_timestamp_offset(self) -> TimestampOffset | None:
+        """Timestamp and offset of the largest timestamp (ListOffsets -3)."""
+        with self._lock:
+            best = None
+            for segment in self.segments:
+                if segment.max_timestamp >= 0 and (best is None or segment.max_timestamp > best.timestamp):
+                    best = TimestampOffset(segment.max_timestamp, segment.offset_of_max_timestamp)
+            return best
+
+    # --- retention and truncation -----------------------------------------------------
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Delete old non-active segments by retention.ms / retention.bytes / log start.
+
+        Returns the number of segments deleted (UnifiedLog.deleteOldSegments).
+        """
+        now = self.clock() if now_ms is None else now_ms
+        with self._lock:
+            self._check_open()
+            cfg = self.config
+            doomed = 0
+            candidates = self.segments[:-1]
+            # Segments entirely below the log start offset (DeleteRecords).
+            while doomed < len(candidates) and self.segments[doomed + 1].base_offset <= self.log_start_offset:
+                doomed += 1
+            if cfg.delete:
+                if cfg.retention_ms >= 0:
+                    while doomed < len(candidates) and now - candidates[doomed].largest_timestamp > cfg.retention_ms:
+                        doomed += 1
+                if cfg.retention_bytes >= 0:
+                    excess = self.size_bytes - cfg.retention_bytes
+                    for seg in candidates[:doomed]:
+                        excess -= seg.size
+                    while doomed < len(candidates) and excess - candidates[doomed].size >= 0:
+                        excess -= candidates[doomed].size
+                        doomed += 1
+            if not doomed:
+                return 0
+            gone = self.segments[:doomed]
+            del self.segments[:doomed]
+            del self._bases[:doomed]
+            for seg in gone:
+                self._unflushed.pop(seg.base_offset, None)
+                seg.delete()
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            log.info(
+                "segments_deleted",
+                log=self.name,
+                count=len(gone),
+                bytes=sum(s.size for s in gone),
+                log_start_offset=self.log_start_offset,
+            )
+            return len(gone)
+
+    def advance_log_start_offset(self, offset: int) -> None:
+        """Move the log start forward (DeleteRecords); whole segments below it go at the next retention pass."""
+        with self._lock:
+            if offset > self.log_end_offset:
+                raise OffsetOutOfRangeError(f"{offset} is beyond the log end offset")
+            if offset > self.log_start_offset:
+                self.log_start_offset = offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch at or after the batch containing ``offset`` (LocalLog.truncateTo)."""
+        with self._lock:
+            self._check_open()
+            if offset >= self.log_end_offset:
+                return
+            if offset <= self.segments[0].base_offset:
+                self.truncate_fully_and_start_at(offset)
+                return
+            while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+                seg = self.segments.pop()
+                self._bases.pop()
+                self._unflushed.pop(seg.base_offset, None)
+                seg.delete()
+            active = self.segments[-1]
+            # Whole batches go: the log end becomes the end of what is left (Kafka
+            # sets it to ``offset`` even inside a batch, which a reopen would undo).
+            removed = active.truncate_to(offset)
+            self._unflushed[active.base_offset] = active
+            self.recovery_point = min(self.recovery_point, offset)
+            if self.cleaner_offset is not None and self.cleaner_offset > offset:
+                self.cleaner_offset = None
+            log.info("log_truncated", log=self.name, offset=offset, bytes=removed)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and start an empty log at ``offset``."""
+        with self._lock:
+            self._check_open()
+            for seg in self.segments:
+                seg.delete()
+            self.segments.clear()
+            self._bases.clear()
+            self._unflushed.clear()
+            self._append_segment(self._new_segment(offset))
+            self.log_start_offset = offset
+            self.recovery_point = offset
+            self.cleaner_offset = None
+            log.info("log_reset", log=self.name, offset=offset)
+
+    # --- compaction -------------------------------------------------------------------------
+
+    def dirty_ratio(self, now_ms: int | None = None) -> float:
+        from storage.cleaner import cleanable_range
+
+        with self._lock:
+            r = cleanable_range(self, self.clock() if now_ms is None else now_ms)
+        return r.dirty_ratio if r else 0.0
+
+    def compact(self, now_ms: int | None = None, *, force: bool = False):
+        """Compact the non-active segments if the dirty ratio calls for it (or ``force``).
+
+        Returns the cleaner's statistics, or ``None`` when nothing was done.
+        """
+        from storage.cleaner import clean_log
+
+        return clean_log(self, self.clock() if now_ms is None else now_ms, force=force)
+
+    async def compact_async(self, now_ms: int | None = None, *, force: bool = False):
+        """``compact`` in a worker thread; appends and reads go on meanwhile."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, lambda: self.compact(now_ms, force=force))
+
+    # --- closing ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush everything and close the files (a clean shutdown)."""
+        with self._lock:
+            if self.closed:
+                return
+            for seg in self.segments:
+                seg.on_become_inactive()
+            for seg in self.segments:
+                seg.flush_all()
+            _fsync_dir(self.directory)
+            self.recovery_point = self.log_end_offset
+            for seg in self.segments:
+                seg.close()
+            self.closed = True
+
+    def delete(self) -> None:
+        """Close and remove the partition folder."""
+        import shutil
+
+        with self._lock:
+            for seg in self.segments:
+                seg.close()
+            self.closed = True
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.directory}, start={getattr(self, 'log_start_offset', None)}, "
+            f"end={self.log_end_offset if self.segments else None}, segments={len(self.segments)})"
+        )
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
