@@ -404,10 +404,10 @@ def iter_entries(buf, *, partial_ok: bool = False) -> Iterator[tuple[int, int, i
         (length,) = _INT32.unpack_from(buf, pos + 8)
         size = length + LOG_OVERHEAD
         magic = buf[pos + MAGIC_OFFSET]
-        minimum = RECORD_BATCH_OVERHEAD if magic == 2 else LEGACY_HEADER_SIZE.get(magic, 0)
         if magic not in (0, 1, 2):
             raise CorruptRecordError(f"invalid magic {magic} at position {pos}")
-        if size < LOG_OVERHEAD + minimum:
+        minimum = RECORD_BATCH_OVERHEAD if magic == 2 else LOG_OVERHEAD + LEGACY_HEADER_SIZE[magic]
+        if size < minimum:
             raise CorruptRecordError(f"entry of {size} bytes at position {pos} is too small")
         if pos + size > end:
             if partial_ok:
