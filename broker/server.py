@@ -66,6 +66,7 @@ class KafkaConnection(asyncio.Protocol):
         self._write_paused = False
         self._read_paused = False
         self._closed = False
+        self._eof = False
         self._last_active = time.monotonic()
         self._idle_timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task | None = None
@@ -126,6 +127,9 @@ class KafkaConnection(asyncio.Protocol):
 
     def eof_received(self):
         # The client half-closed: answer what is queued, then close.
+        self._eof = True
+        if self.idle:
+            self.close()
         return True
 
     # -- request processing -----------------------------------------------------
@@ -154,6 +158,9 @@ class KafkaConnection(asyncio.Protocol):
             self._task = asyncio.get_running_loop().create_task(self._finish(result))
             return
         self._flush(out)
+        if self._eof:
+            self.close()
+            return
         if self._read_paused and len(queue) < _MAX_QUEUED_FRAMES // 2 and not self._closed:
             self._read_paused = False
             self.transport.resume_reading()

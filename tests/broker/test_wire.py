@@ -278,3 +278,14 @@ def test_idle_connection_is_closed(make_broker):
     with RawClient(node.port) as client:
         assert client.request(ApiVersionsRequest[0]()).error_code == 0
         assert client.is_closed_by_peer(wait=5)
+
+
+def test_half_closed_connection_gets_its_answers_then_closes(broker):
+    with RawClient(broker.port) as client:
+        versions, metadata = ApiVersionsRequest[1](), MetadataRequest[1](topics=[])
+        first = client.send(versions)
+        second = client.send(metadata)
+        client.sock.shutdown(socket.SHUT_WR)
+        assert client.read_response(versions, first).error_code == 0
+        assert client.read_response(metadata, second).controller_id == 1
+        assert client.is_closed_by_peer()
