@@ -141,7 +141,7 @@ class PartitionLog:
             )
             if recover_from is not None and base >= recover_from:
                 before = segment.size
-                truncated = segment.recover()
+                truncated = segment.recover(contiguous=not self.config.compact)
                 log.info(
                     "segment_recovered",
                     log=self.name,

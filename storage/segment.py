@@ -93,14 +93,17 @@ class LogSegment:
         """Rebuild both indexes from the batch headers (no CRC check)."""
         self._reindex(verify=False)
 
-    def recover(self, max_batch_bytes: int = 1 << 31) -> int:
+    def recover(self, *, contiguous: bool = False) -> int:
         """Validate every batch, rebuild the indexes, cut after the last valid batch.
 
-        Returns the number of bytes truncated (LogSegment.recover).
+        Returns the number of bytes truncated (LogSegment.recover).  The base
+        offset lies outside the CRC, so offsets are cross-checked as well:
+        never backwards, and with ``contiguous`` (a log that was never
+        compacted) each batch must start where the previous one ended.
         """
-        return self._reindex(verify=True, max_batch_bytes=max_batch_bytes)
+        return self._reindex(verify=True, contiguous=contiguous)
 
-    def _reindex(self, *, verify: bool, max_batch_bytes: int = 1 << 31) -> int:
+    def _reindex(self, *, verify: bool, contiguous: bool = False) -> int:
         self.offset_index.reset()
         self.time_index.reset()
         self.max_timestamp = -1
@@ -111,8 +114,8 @@ class LogSegment:
         for pos, header, data in self.scan(0, verify=verify):
             if (
                 header.base_offset < expected
+                or (contiguous and header.base_offset != expected)
                 or header.last_offset - self.base_offset > INT32_MAX
-                or header.size > max_batch_bytes
             ):
                 break
             if verify and not crc_valid(data, 0, header.size):
