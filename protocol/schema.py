@@ -125,7 +125,9 @@ def type_default(typ):
     if typ == "bytes":
         return b""
     if typ == "records":
-        return None
+        # An empty record set, not null: clients read a Fetch answer's records
+        # without a null check.
+        return b""
     raise ValueError(f"unknown type {typ!r}")
 
 

@@ -14,7 +14,7 @@ from tests.protocol.strategies import all_codec_cases, case_id, message_values, 
 CASES = all_codec_cases()
 
 SETTINGS = settings(
-    max_examples=20,
+    max_examples=12,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -1,0 +1,24 @@
+"""DeleteGroups (key 42): versions 0-2, flexible from 2.
+
+Version notes:
+- v1 only changes behaviour (throttling after the response).
+"""
+
+from protocol.schema import F, S, Api
+
+DELETE_GROUPS = Api(
+    key=42,
+    name="DeleteGroups",
+    versions="0-2",
+    flexible="2+",
+    request=S(
+        F("groups_names", ["string"]),
+    ),
+    response=S(
+        F("throttle_time_ms", "int32"),
+        F("results", [S(
+            F("group_id", "string"),
+            F("error_code", "int16"),
+        )]),
+    ),
+)
