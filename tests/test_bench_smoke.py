@@ -1,0 +1,32 @@
+"""`make bench` runs: ``python -m benchmarks`` in quick mode exits 0 and prints every figure."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from tests.support import REPO
+
+
+def test_benchmarks_run_quick_and_print_their_figures():
+    env = {**os.environ, "KCOORD_BENCH_QUICK": "1"}
+    result = subprocess.run([sys.executable, "-m", "benchmarks"], cwd=REPO, env=env,
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=90)
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+    assert "QUICK mode" in out
+
+    # Server throughput next to the echo server, with the ratio.
+    assert re.search(r"echo server .* [\d,]+ req/s", out), out
+    assert re.search(r"ApiVersions v3 .* [\d,]+ req/s .*ratio to echo \d+\.\d+", out), out
+    assert re.search(r"Metadata v1, all topics .* [\d,]+ req/s .*ratio to echo \d+\.\d+", out), out
+    # Start-up to the first answered request.
+    assert re.search(r"startup to first answer +\d+ ms", out), out
+    # Codec: parse and build of typical messages, and the hand-written baseline.
+    for label in ("Metadata v9 request", "CreateTopics v5 request", "ApiVersions v3 response",
+                  "hand-written struct: Metadata v9 request"):
+        assert re.search(re.escape(label) + r".* parse +\d+\.\d+ µs +build +\d+\.\d+ µs", out), out
+    assert re.search(r"construct / hand-written .* parse \d+\.\d+x, build \d+\.\d+x", out), out
+    assert "FAILED" not in out
