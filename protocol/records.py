@@ -495,9 +495,12 @@ def _decode_record_stream(data: bytes, count: int, base_offset: int, base_ts: in
     read_varint = wire.read_varint
     records = []
     for _ in range(count):
-        length = read_varint(stream)
-        start = stream.tell()
-        body = _parse_record(stream, None)
+        try:
+            length = read_varint(stream)
+            start = stream.tell()
+            body = _parse_record(stream, None)
+        except Exception as exc:  # construct, struct and wire errors alike
+            raise CorruptRecordError(f"undecodable record: {exc}") from exc
         if stream.tell() - start != length:
             raise CorruptRecordError("record length does not match its content")
         records.append(
@@ -514,6 +517,87 @@ def _decode_record_stream(data: bytes, count: int, base_offset: int, base_ts: in
     return records
 
 
+def _zigzag_at(data: bytes, pos: int, max_shift: int = 28) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > max_shift:
+            raise CorruptRecordError("varint too long")
+
+
+def decode_records_fast(data: bytes, count: int, base_offset: int, base_ts: int, ts_override):
+    """The records of a decompressed batch, decoded by offsets into ``data``.
+
+    The same layout as ``RECORD`` (a test checks both decoders agree); this one
+    avoids a stream per record and serves compaction and timestamp lookups.
+    """
+    zz = _zigzag_at
+    records = []
+    pos = 0
+    end = len(data)
+    try:
+        for _ in range(count):
+            length, pos = zz(data, pos)
+            stop = pos + length
+            if length < 0 or stop > end:
+                raise CorruptRecordError("record length exceeds the batch")
+            pos += 1  # attributes
+            ts_delta, pos = zz(data, pos, 63)
+            offset_delta, pos = zz(data, pos)
+            n, pos = zz(data, pos)
+            if n >= 0:
+                key = data[pos : pos + n]
+                pos += n
+            else:
+                key = None
+            n, pos = zz(data, pos)
+            if n >= 0:
+                value = data[pos : pos + n]
+                pos += n
+            else:
+                value = None
+            count_h, pos = zz(data, pos)
+            if count_h < 0:
+                raise CorruptRecordError("negative header count")
+            headers = []
+            for _h in range(count_h):
+                n, pos = zz(data, pos)
+                if n < 0:
+                    raise CorruptRecordError("null header key")
+                hkey = data[pos : pos + n].decode("utf-8")
+                pos += n
+                n, pos = zz(data, pos)
+                if n >= 0:
+                    hvalue = data[pos : pos + n]
+                    pos += n
+                else:
+                    hvalue = None
+                headers.append((hkey, hvalue))
+            if pos != stop:
+                raise CorruptRecordError("record length does not match its content")
+            records.append(
+                Record(
+                    base_offset + offset_delta,
+                    ts_override if ts_override is not None else base_ts + ts_delta,
+                    key,
+                    value,
+                    headers,
+                )
+            )
+    except IndexError:
+        raise CorruptRecordError("truncated record") from None
+    except UnicodeDecodeError as exc:
+        raise CorruptRecordError(f"invalid UTF-8 in a header key: {exc}") from None
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} bytes after the last record")
+    return records
+
+
 def batch_payload(buf, pos: int = 0, size: int | None = None) -> bytes:
     """The decompressed record bytes of the v2 batch at ``pos``."""
     header = batch_header(buf, pos)
@@ -523,14 +607,18 @@ def batch_payload(buf, pos: int = 0, size: int | None = None) -> bytes:
     return compression.decompress(header.compression, raw)
 
 
-def decode_batch(buf, pos: int = 0, *, verify: bool = True) -> RecordBatch:
-    """Decode the v2 batch at ``pos`` with its records."""
+def decode_batch(buf, pos: int = 0, *, verify: bool = True, fast: bool = True) -> RecordBatch:
+    """Decode the v2 batch at ``pos`` with its records.
+
+    ``fast=False`` decodes through the compiled construct ``RECORD`` declaration.
+    """
     size = entry_size(buf, pos)
     header = validate_batch(buf, pos, size) if verify else batch_header(buf, pos)
     try:
         payload = batch_payload(buf, pos, size)
         ts_override = header.max_timestamp if header.timestamp_type == LOG_APPEND_TIME else None
-        records = _decode_record_stream(
+        decoder = decode_records_fast if fast else _decode_record_stream
+        records = decoder(
             payload, header.records_count, header.base_offset, header.base_timestamp, ts_override
         )
     except (wire.DecodeError, ValueError, OSError) as exc:

@@ -353,3 +353,21 @@ def test_record_set_iteration_rejects_garbage():
         list(R.iter_entries(bytes(bad_magic)))
     stream = io.BytesIO()
     assert stream.tell() == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(raw=record_lists, codec=st.sampled_from(CODECS))
+def test_fast_record_decoder_agrees_with_construct_declaration(raw, codec):
+    data = R.build_batch(_records(raw), base_offset=77, compression_type=codec)
+    assert R.decode_batch(data, fast=True) == R.decode_batch(data, fast=False)
+
+
+@given(st.binary(max_size=200), st.integers(0, 5))
+def test_both_record_decoders_reject_garbage_alike(junk, count):
+    outcomes = []
+    for decoder in (R.decode_records_fast, R._decode_record_stream):
+        try:
+            outcomes.append(decoder(junk, count, 0, 0, None))
+        except (R.CorruptRecordError, ValueError):
+            outcomes.append("error")
+    assert outcomes[0] == outcomes[1]
