@@ -328,20 +328,22 @@ def spawn_broker(data_dir: str, timeout: float = 30) -> tuple[subprocess.Popen, 
          "--data-dir", data_dir, "--log-format", "json"],
         cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True)
-    deadline = time.monotonic() + timeout
+    watchdog = threading.Timer(timeout, proc.kill)  # a broker that hangs silently
+    watchdog.start()
     lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if event.get("event") == "broker.started":
-            # Keep draining the log so the broker never blocks on a full pipe.
-            threading.Thread(target=proc.stdout.read, daemon=True).start()
-            return proc, event
-        if time.monotonic() > deadline:
-            break
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("event") == "broker.started":
+                # Keep draining the log so the broker never blocks on a full pipe.
+                threading.Thread(target=proc.stdout.read, daemon=True).start()
+                return proc, event
+    finally:
+        watchdog.cancel()
     stop_broker(proc)
     raise RuntimeError("broker did not start:\n" + "".join(lines))
 
