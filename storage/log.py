@@ -29,7 +29,6 @@ from typing import Callable, Iterator
 import structlog
 
 from protocol.records import (
-    LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     CorruptRecordError,
     batch_header,
