@@ -58,13 +58,24 @@ def api(*, key: int, versions: tuple[int, int]):
     return register
 
 
+_loaded = False
+_advertised: list[tuple[int, int, int]] | None = None
+
+
 def load_handlers() -> dict[int, Registration]:
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        importlib.import_module(f"{__name__}.{info.name}")
+    global _loaded
+    if not _loaded:
+        for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+            importlib.import_module(f"{__name__}.{info.name}")
+        _loaded = True
     return REGISTRY
 
 
 def advertised_versions() -> list[tuple[int, int, int]]:
     """``(api_key, min, max)`` for every registered API, in key order."""
-    load_handlers()
-    return [(r.key, r.min_version, r.max_version) for r in sorted(REGISTRY.values(), key=lambda r: r.key)]
+    global _advertised
+    if _advertised is None:
+        load_handlers()
+        _advertised = [(r.key, r.min_version, r.max_version)
+                       for r in sorted(REGISTRY.values(), key=lambda r: r.key)]
+    return _advertised

@@ -27,11 +27,15 @@ def api_versions(ctx, request):
         and _SOFTWARE.match(request.client_software_version)
     ):
         return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": []}
-    return {
-        "error_code": ErrorCode.NONE,
-        "api_keys": [
-            {"api_key": key, "min_version": low, "max_version": high}
-            for key, low, high in advertised_versions()
-        ],
-        "throttle_time_ms": 0,
-    }
+    return {"error_code": ErrorCode.NONE, "api_keys": _api_keys(), "throttle_time_ms": 0}
+
+
+_API_KEYS: list[dict] | None = None
+
+
+def _api_keys() -> list[dict]:
+    global _API_KEYS
+    if _API_KEYS is None:
+        _API_KEYS = [{"api_key": key, "min_version": low, "max_version": high}
+                     for key, low, high in advertised_versions()]
+    return _API_KEYS
