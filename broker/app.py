@@ -12,7 +12,9 @@ from broker.apis import load_handlers
 from broker.config import BrokerConfig
 from broker.meta import DirLock, load_or_create_identity
 from broker.server import KafkaConnection
-from broker.topics.manager import TopicManager
+from broker.topics.manager import OFFSETS_TOPIC, Topic, TopicManager, topic_id_to_str
+from storage.config import LogConfig
+from storage.manager import LogManager
 
 log = structlog.get_logger("kcoord.broker")
 
@@ -24,6 +26,8 @@ class Broker:
         self.data_dir: Path = config.data_dir
         self.cluster_id: str = ""
         self.topics = TopicManager(config, self.data_dir)
+        self.logs: LogManager | None = None
+        self._maintenance: list[asyncio.Task] = []
         self.connections: set[KafkaConnection] = set()
         self._server: asyncio.base_events.Server | None = None
         self._lock = DirLock(self.data_dir)
@@ -39,6 +43,12 @@ class Broker:
             self.cluster_id = load_or_create_identity(self.data_dir, self.node_id)
             self.topics.remove_leftover_deleted_dirs()
             self.topics.load()
+            self.logs = LogManager(str(self.data_dir), config_for=self.log_config)
+            self.logs.open_all()
+            for topic in self.topics.topics.values():
+                if topic.name != OFFSETS_TOPIC:
+                    self._create_partition_logs(topic)
+            self.topics.listeners.append(self)
             loop = asyncio.get_running_loop()
             self._server = await loop.create_server(
                 lambda: KafkaConnection(self), self.host, self.port, reuse_address=True,
@@ -52,6 +62,7 @@ class Broker:
         if not self.config.get("advertised.listeners") or self.advertised_port == 0:
             # Port 0 (an ephemeral port) is advertised as the port actually bound.
             self.advertised_port = self.port
+        self._start_maintenance()
         self.started.set()
         log.info("broker.started", host=self.host, port=self.port,
                  advertised=f"{self.advertised_host}:{self.advertised_port}",
@@ -70,5 +81,66 @@ class Broker:
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
+        for task in self._maintenance:
+            task.cancel()
+        await asyncio.gather(*self._maintenance, return_exceptions=True)
+        self._maintenance.clear()
+        if self.logs is not None:
+            self.logs.close()
         self._lock.release()
         log.info("broker.stopped", node_id=self.node_id)
+
+    # -- partition logs ------------------------------------------------------------
+
+    def log_config(self, topic_name: str) -> LogConfig | None:
+        topic = self.topics.get(topic_name)
+        if topic is None:
+            return None
+        props = self.topics.effective_config_strings(topic)
+        props["flush.policy"] = self.config["kcoord.fsync.policy"]
+        return LogConfig.from_properties(props)
+
+    def _create_partition_logs(self, topic: Topic) -> None:
+        for p in range(topic.partitions):
+            plog = self.logs.get_or_create(topic.name, p)
+            marker = Path(plog.directory) / "partition.metadata"
+            if not marker.exists():
+                # Kafka's partition.metadata: the topic id the folder belongs to.
+                marker.write_text(f"version: 0\ntopic_id: {topic_id_to_str(topic.topic_id)}\n")
+
+    def on_topic_created(self, topic: Topic) -> None:
+        self._create_partition_logs(topic)
+
+    def on_topic_deleted(self, topic: Topic) -> None:
+        for p in range(topic.partitions):
+            self.logs.delete(topic.name, p)
+
+    # -- background maintenance: retention and compaction --------------------------
+
+    def _start_maintenance(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._maintenance.append(loop.create_task(
+            self._every(self.config["log.retention.check.interval.ms"], self._retention_pass),
+            name="kcoord-retention"))
+        if self.config["log.cleaner.enable"]:
+            self._maintenance.append(loop.create_task(
+                self._every(self.config["log.cleaner.backoff.ms"], self._cleaner_pass),
+                name="kcoord-cleaner"))
+
+    async def _every(self, interval_ms: int, action) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await action()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("maintenance.failed", action=action.__name__)
+
+    async def _retention_pass(self) -> None:
+        deleted = self.logs.run_retention()
+        if deleted:
+            log.info("retention.segments_deleted", segments=deleted)
+
+    async def _cleaner_pass(self) -> None:
+        await self.logs.run_cleaner_async()
