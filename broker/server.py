@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import inspect
 import io
 import socket
@@ -218,32 +219,34 @@ class KafkaConnection(asyncio.Protocol):
             raise CloseConnection from None
         ctx = RequestContext(self.broker, api_key, api_version, correlation_id,
                              header.client_id or "", self.peer, self)
-        try:
+        with self._handler_errors(schema, api_version):
             result = reg.handler(ctx, request)
-        except CloseConnection:
-            raise
-        except Exception:
-            log.exception("request.handler_failed", peer=self.peer, api=schema.name,
-                          api_version=api_version)
-            raise CloseConnection from None
         if inspect.isawaitable(result):
             return self._encode_later(result, schema, api_version, correlation_id, flexible)
+        return self._encode(schema, api_version, correlation_id, flexible, result)
+
+    async def _encode_later(self, pending, schema, api_version, correlation_id, flexible):
+        with self._handler_errors(schema, api_version):
+            result = await pending
+        return self._encode(schema, api_version, correlation_id, flexible, result)
+
+    @staticmethod
+    def _encode(schema, api_version, correlation_id, flexible, result):
         if result is NO_RESPONSE:
             return None
         return encode_response(schema, api_version, correlation_id, flexible, result)
 
-    async def _encode_later(self, pending, schema, api_version, correlation_id, flexible):
+    @contextlib.contextmanager
+    def _handler_errors(self, schema, api_version):
+        """A handler's unexpected exception is logged and closes this connection only."""
         try:
-            result = await pending
+            yield
         except CloseConnection:
             raise
         except Exception:
             log.exception("request.handler_failed", peer=self.peer, api=schema.name,
                           api_version=api_version)
             raise CloseConnection from None
-        if result is NO_RESPONSE:
-            return None
-        return encode_response(schema, api_version, correlation_id, flexible, result)
 
     def _api_versions_fallback(self, correlation_id: int) -> bytes:
         # Kafka answers an ApiVersions version it does not know without parsing the

@@ -286,8 +286,8 @@ _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 
 
-class BatchHeader(NamedTuple):
-    """The fixed header of a v2 batch, read without touching the records."""
+class _BatchHeaderFields(NamedTuple):
+    """The 61-byte v2 batch header, field by field."""
 
     base_offset: int
     batch_length: int
@@ -303,9 +303,11 @@ class BatchHeader(NamedTuple):
     base_sequence: int
     records_count: int
 
-    @property
-    def size(self) -> int:
-        return self.batch_length + LOG_OVERHEAD
+
+class _BatchAttributes:
+    """Accessors shared by a batch header and a decoded batch."""
+
+    __slots__ = ()
 
     @property
     def last_offset(self) -> int:
@@ -338,6 +340,16 @@ class BatchHeader(NamedTuple):
     @property
     def delete_horizon_ms(self) -> int | None:
         return self.base_timestamp if self.attributes & DELETE_HORIZON_FLAG else None
+
+
+class BatchHeader(_BatchHeaderFields, _BatchAttributes):
+    """The fixed header of a v2 batch, read without touching the records."""
+
+    __slots__ = ()
+
+    @property
+    def size(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
 
 
 def batch_header(buf, pos: int = 0) -> BatchHeader:
@@ -448,7 +460,7 @@ class Record:
 
 
 @dataclass(slots=True)
-class RecordBatch:
+class RecordBatch(_BatchAttributes):
     """A decoded v2 batch (or a legacy entry expanded to its messages, magic 0/1)."""
 
     base_offset: int
@@ -464,30 +476,6 @@ class RecordBatch:
     partition_leader_epoch: int = -1
     crc: int = 0
     records_count: int = 0
-
-    @property
-    def compression(self) -> int:
-        return self.attributes & COMPRESSION_MASK
-
-    @property
-    def timestamp_type(self) -> int:
-        return LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
-
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self.attributes & TRANSACTIONAL_FLAG)
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & CONTROL_FLAG)
-
-    @property
-    def delete_horizon_ms(self) -> int | None:
-        return self.base_timestamp if self.attributes & DELETE_HORIZON_FLAG else None
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
 
 
 def _decode_record_stream(data: bytes, count: int, base_offset: int, base_ts: int, ts_override):

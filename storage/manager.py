@@ -121,11 +121,11 @@ class LogManager:
             pass
         return opened
 
-    def _open(self, key: tuple[str, int]) -> PartitionLog:
+    def _open(self, key: tuple[str, int], config: LogConfig | None = None) -> PartitionLog:
         topic, partition = key
         plog = PartitionLog(
             os.path.join(self.data_dir, f"{topic}-{partition}"),
-            self._config(topic),
+            config if config is not None else self._config(topic),
             recovery_point=self._recovery_points.get(key, 0),
             log_start_offset=self._log_starts.get(key),
             cleaner_offset=self._cleaner_offsets.get(key),
@@ -143,19 +143,7 @@ class LogManager:
         key = (topic, partition)
         plog = self.logs.get(key)
         if plog is None:
-            if config is not None:
-                plog = PartitionLog(
-                    os.path.join(self.data_dir, f"{topic}-{partition}"),
-                    config,
-                    recovery_point=self._recovery_points.get(key, 0),
-                    log_start_offset=self._log_starts.get(key),
-                    cleaner_offset=self._cleaner_offsets.get(key),
-                    clean_shutdown=self.clean_shutdown and key in self._recovery_points,
-                    clock=self.clock,
-                )
-                self.logs[key] = plog
-            else:
-                plog = self._open(key)
+            plog = self._open(key, config)
             _fsync_dir(self.data_dir)
         return plog
 
