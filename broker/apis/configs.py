@@ -20,21 +20,38 @@ def _broker_source(config, name: str) -> int:
     return STATIC_BROKER_CONFIG if config.sources.get(name) == "static" else DEFAULT_CONFIG
 
 
+# Topic configs whose broker default can come from several properties, most
+# specific first (Kafka lists every one that is set, then the default).
+_SYNONYM_CHAINS = {
+    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "segment.ms": ("log.roll.ms", "log.roll.hours"),
+}
+
+
+def _broker_synonyms(config, topic_config: str) -> list[dict]:
+    chain = _SYNONYM_CHAINS.get(topic_config, (TOPIC_CONFIG_SYNONYMS[topic_config],))
+    synonyms = []
+    for prop in chain:
+        value = config.get(prop)
+        if value is None:
+            continue
+        source = _broker_source(config, prop)
+        synonyms.append({"name": prop, "value": format_value(BROKER_CONFIGS[prop], value),
+                         "source": source})
+    return synonyms
+
+
 def topic_config_values(broker, overrides: dict[str, str | None]):
     """(name, value string, source, synonyms, ConfigDef) for every topic config."""
     config = broker.config
     for name, defn in TOPIC_CONFIGS.items():
-        synonym = TOPIC_CONFIG_SYNONYMS[name]
-        default_value = format_value(defn, config.topic_default(name))
-        default_source = _broker_source(config, synonym)
-        synonyms = []
+        synonyms = _broker_synonyms(config, name)
+        value = format_value(defn, config.topic_default(name))
+        source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
         if overrides.get(name) is not None:
             value = format_value(defn, validate_topic_config(name, overrides[name]))
             source = TOPIC_CONFIG
-            synonyms.append({"name": name, "value": value, "source": TOPIC_CONFIG})
-        else:
-            value, source = default_value, default_source
-        synonyms.append({"name": synonym, "value": default_value, "source": default_source})
+            synonyms.insert(0, {"name": name, "value": value, "source": TOPIC_CONFIG})
         yield name, value, source, synonyms, defn
 
 

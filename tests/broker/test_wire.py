@@ -289,3 +289,75 @@ def test_half_closed_connection_gets_its_answers_then_closes(broker):
         assert client.read_response(versions, first).error_code == 0
         assert client.read_response(metadata, second).controller_id == 1
         assert client.is_closed_by_peer()
+
+
+@pytest.mark.parametrize("version", range(0, 8))
+def test_create_topics_every_version(broker, version):
+    name = f"wire-ct-every-{version}"
+    cfg = CreateTopicsRequest.CreatableTopic.CreatableTopicConfig(name="retention.ms", value="1000")
+    topic = CreateTopicsRequest.CreatableTopic(name=name, num_partitions=2, replication_factor=1,
+                                               assignments=[], configs=[cfg])
+    kwargs = {"validate_only": False} if version >= 1 else {}
+    with RawClient(broker.port) as client:
+        response = client.request(CreateTopicsRequest[version](topics=[topic], timeout_ms=1000, **kwargs))
+    (result,) = response.topics
+    assert (result.name, result.error_code) == (name, 0)
+    if version >= 5:
+        assert result.num_partitions == 2 and result.replication_factor == 1
+        assert {c.name: c.value for c in result.configs}["retention.ms"] == "1000"
+    if version >= 7:
+        assert result.topic_id == broker.broker.topics.get(name).topic_id
+    assert broker.broker.topics.get(name).configs == {"retention.ms": "1000"}
+
+
+@pytest.mark.parametrize("version", range(0, 7))
+def test_delete_topics_every_version(broker, version):
+    name = f"wire-dt-every-{version}"
+    broker.call(lambda: broker.broker.topics.create(name, 1, {}))
+    state = DeleteTopicsRequest.DeleteTopicState(name=name)
+    with RawClient(broker.port) as client:
+        response = client.request(DeleteTopicsRequest[version](topics=[state], timeout_ms=1000))
+    assert [(r.name, r.error_code) for r in response.responses] == [(name, 0)]
+    assert broker.broker.topics.get(name) is None
+
+
+@pytest.mark.parametrize("version", range(0, 5))
+def test_describe_configs_every_version(broker, version):
+    name = f"wire-dc-every-{version}"
+    broker.call(lambda: broker.broker.topics.create(name, 1, {"cleanup.policy": "compact"}))
+    res = DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=2, resource_name=name, configuration_keys=["cleanup.policy", "retention.ms"])
+    kwargs = {"include_synonyms": True} if version >= 1 else {}
+    if version >= 3:
+        kwargs["include_documentation"] = False
+    with RawClient(broker.port) as client:
+        response = client.request(DescribeConfigsRequest[version](resources=[res], **kwargs))
+    (result,) = response.results
+    configs = {c.name: c for c in result.configs}
+    assert configs["cleanup.policy"].value == "compact"
+    assert configs["retention.ms"].value == "604800000"
+    if version == 0:
+        assert configs["cleanup.policy"].is_default is False
+        assert configs["retention.ms"].is_default is True
+    else:
+        assert configs["cleanup.policy"].config_source == 1  # TOPIC_CONFIG
+        assert configs["retention.ms"].config_source == 5  # DEFAULT_CONFIG
+        # the broker default comes from log.retention.hours, as Kafka reports it
+        assert [(s.name, s.value) for s in configs["retention.ms"].synonyms] == [
+            ("log.retention.hours", "168")]
+        assert [s.name for s in configs["cleanup.policy"].synonyms] == [
+            "cleanup.policy", "log.cleanup.policy"]
+    if version >= 3:
+        assert configs["cleanup.policy"].config_type == 7  # LIST
+
+
+@pytest.mark.parametrize("version", range(0, 2))
+def test_describe_cluster_every_version(broker, version):
+    from kafka.protocol.admin import DescribeClusterRequest
+    kwargs = {"endpoint_type": 1} if version >= 1 else {}
+    with RawClient(broker.port) as client:
+        response = client.request(DescribeClusterRequest[version](
+            include_cluster_authorized_operations=False, **kwargs))
+    assert response.error_code == 0
+    assert response.cluster_id == broker.broker.cluster_id
+    assert [(b.broker_id, b.port) for b in response.brokers] == [(1, broker.port)]
