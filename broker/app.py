@@ -28,6 +28,7 @@ class Broker:
         self.topics = TopicManager(config, self.data_dir)
         self.logs: LogManager | None = None
         self._maintenance: list[asyncio.Task] = []
+        self._passes: set[asyncio.Future] = set()
         self.connections: set[KafkaConnection] = set()
         self._server: asyncio.base_events.Server | None = None
         self._lock = DirLock(self.data_dir)
@@ -37,6 +38,7 @@ class Broker:
 
     async def start(self) -> None:
         began = time.monotonic()
+        _raise_open_file_limit()
         load_handlers()
         self._lock.acquire()
         try:
@@ -83,7 +85,7 @@ class Broker:
             self._server = None
         for task in self._maintenance:
             task.cancel()
-        await asyncio.gather(*self._maintenance, return_exceptions=True)
+        await asyncio.gather(*self._maintenance, *self._passes, return_exceptions=True)
         self._maintenance.clear()
         if self.logs is not None:
             self.logs.close()
@@ -113,7 +115,8 @@ class Broker:
 
     def on_topic_deleted(self, topic: Topic) -> None:
         for p in range(topic.partitions):
-            self.logs.delete(topic.name, p)
+            if self.logs.get(topic.name, p) is not None:
+                self.logs.delete(topic.name, p)
 
     # -- background maintenance: retention and compaction --------------------------
 
@@ -130,12 +133,19 @@ class Broker:
     async def _every(self, interval_ms: int, action) -> None:
         while True:
             await asyncio.sleep(interval_ms / 1000)
-            try:
-                await action()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("maintenance.failed", action=action.__name__)
+            # A pass runs in a worker thread that cancellation cannot stop, so it is
+            # shielded and ``stop`` waits for it before closing the logs.
+            current = asyncio.ensure_future(self._guarded(action))
+            self._passes.add(current)
+            current.add_done_callback(self._passes.discard)
+            await asyncio.shield(current)
+
+    @staticmethod
+    async def _guarded(action) -> None:
+        try:
+            await action()
+        except Exception:
+            log.exception("maintenance.failed", action=action.__name__)
 
     async def _retention_pass(self) -> None:
         deleted = self.logs.run_retention()
@@ -144,3 +154,17 @@ class Broker:
 
     async def _cleaner_pass(self) -> None:
         await self.logs.run_cleaner_async()
+
+
+def _raise_open_file_limit() -> None:
+    """Every open segment holds file descriptors: lift the soft limit to the hard one,
+    as Kafka's documentation asks operators to do."""
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY:
+            hard = 1 << 20
+        if soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ImportError, ValueError, OSError):
+        pass

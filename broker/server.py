@@ -159,7 +159,7 @@ class KafkaConnection(asyncio.Protocol):
             self._task = asyncio.get_running_loop().create_task(self._finish(result))
             return
         self._flush(out)
-        if self._eof:
+        if self._eof and not queue:
             self.close()
             return
         if self._read_paused and len(queue) < _MAX_QUEUED_FRAMES // 2 and not self._closed:
@@ -221,14 +221,14 @@ class KafkaConnection(asyncio.Protocol):
                              header.client_id or "", self.peer, self)
         with self._handler_errors(schema, api_version):
             result = reg.handler(ctx, request)
-        if inspect.isawaitable(result):
-            return self._encode_later(result, schema, api_version, correlation_id, flexible)
-        return self._encode(schema, api_version, correlation_id, flexible, result)
+            if not inspect.isawaitable(result):
+                return self._encode(schema, api_version, correlation_id, flexible, result)
+        return self._encode_later(result, schema, api_version, correlation_id, flexible)
 
     async def _encode_later(self, pending, schema, api_version, correlation_id, flexible):
         with self._handler_errors(schema, api_version):
             result = await pending
-        return self._encode(schema, api_version, correlation_id, flexible, result)
+            return self._encode(schema, api_version, correlation_id, flexible, result)
 
     @staticmethod
     def _encode(schema, api_version, correlation_id, flexible, result):
@@ -238,7 +238,8 @@ class KafkaConnection(asyncio.Protocol):
 
     @contextlib.contextmanager
     def _handler_errors(self, schema, api_version):
-        """A handler's unexpected exception is logged and closes this connection only."""
+        """An unexpected exception in a handler, or in encoding its answer, is logged
+        and closes this connection only."""
         try:
             yield
         except CloseConnection:

@@ -134,13 +134,18 @@ class PartitionLog:
             # the recovery point and all later ones (LogLoader.recoverLog).
             i = bisect_right(ordered, self.recovery_point) - 1
             recover_from = ordered[max(i, 0)] if ordered else 0
+        maybe_compacted = self.config.compact or self.cleaner_offset is not None
         for n, base in enumerate(ordered):
             segment = LogSegment(
                 self.directory, base, index_interval_bytes=self.config.index_interval_bytes
             )
             if recover_from is not None and base >= recover_from:
                 before = segment.size
-                truncated = segment.recover(contiguous=not self.config.compact)
+                # Offsets of a log that may have been compacted can have gaps (also
+                # when its policy has since changed: the cleaner checkpoint says so);
+                # a log that never was must be contiguous, which catches a torn
+                # base offset, a field the CRC does not cover.
+                truncated = segment.recover(contiguous=not maybe_compacted)
                 log.info(
                     "segment_recovered",
                     log=self.name,

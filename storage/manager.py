@@ -153,6 +153,9 @@ class LogManager:
             plog.delete()
         for table in (self._recovery_points, self._log_starts, self._cleaner_offsets):
             table.pop((topic, partition), None)
+        # Kafka rewrites the checkpoints when a log goes: stale entries would be
+        # applied to a partition of the same name created later.
+        self.write_checkpoints()
 
     def run_retention(self, now_ms: int | None = None) -> int:
         """One retention pass over every log; returns the segments deleted."""

@@ -8,7 +8,8 @@
   LEADER_NOT_AVAILABLE (docs/deviations.md).
 - v10+ carry topic ids; v12 may name a topic by id alone (unknown id:
   UNKNOWN_TOPIC_ID with a null name).  Below v12 a request must name topics and
-  carry zero ids, else the whole request is invalid, as in Kafka.
+  carry zero ids, else every requested topic is answered INVALID_REQUEST, as
+  in Kafka.  A topic asked twice is answered once.
 - One broker, this node, leads every partition with leader epoch 0.
 - Authorized operations: with no authorizer Kafka reports every operation the
   resource type supports; kcoord does the same when asked, else INT32_MIN.
@@ -16,7 +17,7 @@
 
 from __future__ import annotations
 
-from broker.apis import CloseConnection, api
+from broker.apis import api
 from broker.topics.manager import INTERNAL_TOPICS, TopicError, validate_topic_name
 from protocol.errors import ErrorCode
 from protocol.wire import ZERO_UUID
@@ -65,11 +66,21 @@ def metadata(ctx, request):
     requested = request.topics
     if version == 0 and not requested:
         requested = None
-    if requested is not None and version < 12:
+    if requested is not None and version < 12 and any(
+            t.name is None or t.topic_id != ZERO_UUID for t in requested):
+        # Kafka fails the whole request (InvalidRequestException turned into an
+        # error answer naming every requested topic).
+        return _response(broker, request, [
+            _error_entry(t.name or "", ErrorCode.INVALID_REQUEST, t.topic_id) for t in requested])
+    if requested is not None:
+        # Kafka answers a set of topics: a name (or id) asked twice is answered once.
+        seen, unique = set(), []
         for t in requested:
-            if t.name is None or t.topic_id != ZERO_UUID:
-                # Kafka fails the whole request for ids below v12.
-                raise CloseConnection
+            key = t.name if t.name is not None else t.topic_id
+            if key not in seen:
+                seen.add(key)
+                unique.append(t)
+        requested = unique
     if requested is None:
         entries = [topic_entry(broker, t, include_ops)
                    for t in sorted(topics.topics.values(), key=lambda t: t.name)]
@@ -98,6 +109,10 @@ def metadata(ctx, request):
                     entries.append(_error_entry(wanted.name, code))
                     continue
             entries.append(topic_entry(broker, topic, include_ops))
+    return _response(broker, request, entries)
+
+
+def _response(broker, request, entries):
     return {
         "throttle_time_ms": 0,
         "brokers": broker_entries(broker),
@@ -114,6 +129,6 @@ def _auto_create(broker, name):
     topics = broker.topics
     try:
         partitions, _rf = topics.check_new_topic(name, -1, -1, [], {})
+        return topics.create(name, partitions, {}), ErrorCode.NONE
     except TopicError as exc:
         return None, exc.code
-    return topics.create(name, partitions, {}), ErrorCode.NONE

@@ -41,7 +41,11 @@ def create_topics(ctx, request):
                             "num_partitions": partitions, "replication_factor": rf,
                             "configs": topic_config_entries(ctx.broker, configs)})
             continue
-        topic = topics.create(t.name, partitions, configs)
+        try:
+            topic = topics.create(t.name, partitions, configs)
+        except TopicError as exc:
+            results.append({"name": t.name, "error_code": exc.code, "error_message": exc.message})
+            continue
         results.append({
             "name": t.name,
             "topic_id": topic.topic_id,

@@ -2,8 +2,8 @@
 
 - TOPIC (2): every topic config with its effective value; per-topic overrides
   have source TOPIC_CONFIG, the rest the broker's value (STATIC_BROKER_CONFIG
-  when set in the properties, else DEFAULT_CONFIG).  Unknown topic:
-  UNKNOWN_TOPIC_OR_PARTITION.
+  when set in the properties, else DEFAULT_CONFIG).  An invalid topic name:
+  INVALID_TOPIC_EXCEPTION; an unknown topic: UNKNOWN_TOPIC_OR_PARTITION.
 - BROKER (4): the resource name must be this node's id (its static configs,
   read-only) or empty (the cluster-wide dynamic defaults: none); any other name
   is INVALID_REQUEST, as Kafka's ConfigHelper answers.
@@ -20,6 +20,7 @@ import logging
 
 from broker.apis import api
 from broker.apis.configs import broker_config_values, topic_config_values, DEFAULT_CONFIG
+from broker.topics.manager import validate_topic_name
 from protocol.errors import ErrorCode
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
@@ -66,7 +67,12 @@ def describe_configs(ctx, request):
         keys = res.configuration_keys
         if res.resource_type == TOPIC:
             topic = broker.topics.get(res.resource_name)
-            if topic is None:
+            invalid = validate_topic_name(res.resource_name) if topic is None else None
+            if invalid:
+                # Kafka's ConfigHelper validates the name before looking it up.
+                result["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
+                result["error_message"] = invalid
+            elif topic is None:
                 result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 result["error_message"] = f"The topic '{res.resource_name}' does not exist."
             else:

@@ -1,9 +1,11 @@
 """DescribeCluster (key 60), versions 0-1 (flexible in all).
 
 - Brokers: this node at its advertised address; controller: this node.
-- v1 ``endpoint_type``: 1 (brokers) is served; 2 (controllers) is answered with
-  UNSUPPORTED_ENDPOINT_TYPE, as a Kafka broker listener does; anything else is
-  INVALID_REQUEST.
+- v1 ``endpoint_type``: 1 (brokers) is served.  As Kafka's
+  ``AuthHelper.computeDescribeClusterResponse`` answers on a broker listener,
+  2 (controllers) gets MISMATCHED_ENDPOINT_TYPE and any other value
+  UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST at v0); such an error answer
+  carries only the code and message, every other field at its default.
 """
 
 from __future__ import annotations
@@ -12,30 +14,31 @@ from broker.apis import api
 from broker.apis.k003_metadata import CLUSTER_OPERATIONS, NOT_PROVIDED
 from protocol.errors import ErrorCode
 
+BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
+
 
 @api(key=60, versions=(0, 1))
 def describe_cluster(ctx, request):
     broker = ctx.broker
-    response = {
+    endpoint_type = request.endpoint_type
+    if endpoint_type not in (BROKER_ENDPOINT, CONTROLLER_ENDPOINT):
+        code = ErrorCode.INVALID_REQUEST if ctx.api_version == 0 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+        return {"error_code": code, "error_message": f"Unsupported endpoint type {endpoint_type}"}
+    if endpoint_type != BROKER_ENDPOINT:
+        code = ErrorCode.INVALID_REQUEST if ctx.api_version == 0 else ErrorCode.MISMATCHED_ENDPOINT_TYPE
+        return {"error_code": code,
+                "error_message": "The request was sent to an endpoint of type BROKER, but we "
+                                 "wanted an endpoint of type CONTROLLER"}
+    return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
         "error_message": None,
-        "endpoint_type": request.endpoint_type,
+        "endpoint_type": BROKER_ENDPOINT,
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
-        "brokers": [],
+        "brokers": [{"broker_id": broker.node_id, "host": broker.advertised_host,
+                     "port": broker.advertised_port, "rack": None}],
         "cluster_authorized_operations": (
             CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else NOT_PROVIDED
         ),
     }
-    if request.endpoint_type == 2:
-        response["error_code"] = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
-        response["error_message"] = "The broker listener does not serve controller endpoints."
-        return response
-    if request.endpoint_type != 1:
-        response["error_code"] = ErrorCode.INVALID_REQUEST
-        response["error_message"] = f"Unsupported endpoint type {request.endpoint_type}"
-        return response
-    response["brokers"] = [{"broker_id": broker.node_id, "host": broker.advertised_host,
-                            "port": broker.advertised_port, "rack": None}]
-    return response

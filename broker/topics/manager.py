@@ -249,12 +249,24 @@ class TopicManager:
         return num_partitions, replication_factor
 
     def create(self, name: str, num_partitions: int, configs: dict[str, str | None]) -> Topic:
+        """Create a topic: its partition logs first, then its metadata, so that a
+        failure (out of file descriptors, disk full) leaves no half-made topic."""
         topic = Topic(name, new_topic_id(), num_partitions,
                       {k: v for k, v in configs.items() if v is not None})
         self._add(topic)
-        self.save()
-        for listener in self.listeners:
-            listener.on_topic_created(topic)
+        try:
+            for listener in self.listeners:
+                listener.on_topic_created(topic)
+            self.save()
+        except OSError as exc:
+            del self.topics[topic.name]
+            self._by_id.pop(topic.topic_id, None)
+            for listener in self.listeners:
+                listener.on_topic_deleted(topic)
+            self._remove_partition_dirs(topic)
+            log.error("topic.create_failed", topic=name, partitions=num_partitions, error=str(exc))
+            raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                             f"Could not create the partitions of {name}: {exc}") from None
         log.info("topic.created", topic=name, partitions=num_partitions,
                  topic_id=topic_id_to_str(topic.topic_id), configs=topic.configs or None)
         return topic

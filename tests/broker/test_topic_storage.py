@@ -62,3 +62,64 @@ def test_topic_config_reaches_the_partition_log(make_broker, tmp_path):
     # broker defaults reach topics without overrides (development default segment size)
     node.call(lambda: node.broker.topics.create("plain", 1, {}))
     assert node.broker.logs.get("plain", 0).config.segment_bytes == 67108864
+
+
+def test_topic_whose_partitions_cannot_be_created_is_not_kept(make_broker, tmp_path, monkeypatch):
+    node = make_broker(data_dir=tmp_path)
+    import storage.manager
+
+    real_open = storage.manager.LogManager._open
+    calls = {"n": 0}
+
+    def flaky_open(self, key, config=None):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise OSError(24, "Too many open files")
+        return real_open(self, key, config)
+
+    monkeypatch.setattr(storage.manager.LogManager, "_open", flaky_open)
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap, request_timeout_ms=10000)
+    try:
+        result = admin.create_topics({"too-big": {"num_partitions": 5, "replication_factor": 1}},
+                                     raise_errors=False)
+        assert result["topics"][0]["error_code"] == -1  # UNKNOWN_SERVER_ERROR, connection kept
+        assert "too-big" not in admin.list_topics()
+    finally:
+        admin.close()
+    monkeypatch.undo()
+    assert not any(p.name.startswith("too-big-") for p in tmp_path.iterdir())
+    node.stop()
+    again = make_broker(data_dir=tmp_path)  # restarts fine, without the topic
+    assert again.broker.topics.get("too-big") is None
+
+
+def test_stop_waits_for_a_running_compaction_pass(make_broker, tmp_path):
+    import threading
+    import storage.log
+
+    node = make_broker(data_dir=tmp_path, overrides={"log.cleaner.backoff.ms": 10})
+    node.call(lambda: node.broker.topics.create("compacted", 1, {"cleanup.policy": "compact"}))
+    entered, release, finished = threading.Event(), threading.Event(), threading.Event()
+    real_compact = storage.log.PartitionLog.compact
+
+    def slow_compact(self, now_ms=None, *, force=False):
+        entered.set()
+        release.wait(10)
+        result = real_compact(self, now_ms, force=force)
+        finished.set()
+        return result
+
+    storage.log.PartitionLog.compact = slow_compact
+    try:
+        assert entered.wait(10)
+        stopper = threading.Thread(target=node.stop)
+        stopper.start()
+        stopper.join(0.3)
+        assert stopper.is_alive(), "stop must wait for the compaction pass"
+        release.set()
+        stopper.join(10)
+        assert finished.is_set()
+    finally:
+        storage.log.PartitionLog.compact = real_compact
+        release.set()
+    assert (tmp_path / ".kafka_cleanshutdown").exists()

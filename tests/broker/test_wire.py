@@ -361,3 +361,53 @@ def test_describe_cluster_every_version(broker, version):
     assert response.error_code == 0
     assert response.cluster_id == broker.broker.cluster_id
     assert [(b.broker_id, b.port) for b in response.brokers] == [(1, broker.port)]
+
+
+@pytest.mark.parametrize("endpoint_type,code", [(2, 114), (3, 115)])
+def test_describe_cluster_other_endpoint_types(broker, endpoint_type, code):
+    from kafka.protocol.admin import DescribeClusterRequest
+    with RawClient(broker.port) as client:
+        response = client.request(DescribeClusterRequest[1](
+            include_cluster_authorized_operations=False, endpoint_type=endpoint_type))
+    # MISMATCHED_ENDPOINT_TYPE / UNSUPPORTED_ENDPOINT_TYPE with nothing else filled in
+    assert response.error_code == code
+    assert response.brokers == [] and response.cluster_id == ""
+
+
+def test_describe_configs_invalid_topic_name(broker):
+    res = DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=2, resource_name="bad name!", configuration_keys=None)
+    with RawClient(broker.port) as client:
+        response = client.request(DescribeConfigsRequest[2](resources=[res], include_synonyms=False))
+    assert response.results[0].error_code == 17
+
+
+def test_metadata_answers_a_topic_named_twice_once(broker):
+    broker.call(lambda: broker.broker.topics.create("wire-twice", 1, {}))
+    topic = MetadataRequest.MetadataRequestTopic(name="wire-twice", topic_id=None)
+    with RawClient(broker.port) as client:
+        response = client.request(MetadataRequest[9](topics=[topic, topic],
+                                                     allow_auto_topic_creation=False))
+    assert [t.name for t in response.topics] == ["wire-twice"]
+
+
+def test_metadata_topic_id_below_v12_is_an_invalid_request(broker):
+    created = broker.call(lambda: broker.broker.topics.create("wire-id-v10", 1, {}))
+    topic = MetadataRequest.MetadataRequestTopic(name="wire-id-v10", topic_id=created.topic_id)
+    with RawClient(broker.port) as client:
+        response = client.request(MetadataRequest[10](topics=[topic],
+                                                      allow_auto_topic_creation=False))
+        assert [t.error_code for t in response.topics] == [42]
+        # the connection stays usable, as on Kafka
+        assert client.request(ApiVersionsRequest[0]()).error_code == 0
+
+
+def test_answer_too_large_to_encode_closes_only_that_connection(broker):
+    # A 32760-character topic name makes the error message longer than a
+    # string can be; the broker cannot encode that answer and drops the connection.
+    res = DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=2, resource_name="x" * 32760, configuration_keys=None)
+    with RawClient(broker.port) as client:
+        client.send(DescribeConfigsRequest[1](resources=[res], include_synonyms=False))
+        assert client.is_closed_by_peer()
+    _assert_still_serving(broker)
