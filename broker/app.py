@@ -40,7 +40,18 @@ class Broker:
         began = time.monotonic()
         _raise_open_file_limit()
         load_handlers()
-        self._lock.acquire()
+        loop = asyncio.get_running_loop()
+        # Bind first: a port already in use must fail before the data dir is touched.
+        self._server = await loop.create_server(
+            lambda: KafkaConnection(self), self.host, self.port, reuse_address=True,
+            backlog=1024, start_serving=False,
+        )
+        try:
+            self._lock.acquire()
+        except BaseException:
+            self._server.close()
+            self._server = None
+            raise
         try:
             self.cluster_id = load_or_create_identity(self.data_dir, self.node_id)
             self.topics.remove_leftover_deleted_dirs()
@@ -51,12 +62,10 @@ class Broker:
                 if topic.name != OFFSETS_TOPIC:
                     self._create_partition_logs(topic)
             self.topics.listeners.append(self)
-            loop = asyncio.get_running_loop()
-            self._server = await loop.create_server(
-                lambda: KafkaConnection(self), self.host, self.port, reuse_address=True,
-                backlog=1024,
-            )
+            await self._server.start_serving()
         except BaseException:
+            self._server.close()
+            self._server = None
             self._lock.release()
             raise
         sock = self._server.sockets[0]
@@ -64,6 +73,10 @@ class Broker:
         if not self.config.get("advertised.listeners") or self.advertised_port == 0:
             # Port 0 (an ephemeral port) is advertised as the port actually bound.
             self.advertised_port = self.port
+        if self.host in ("", "0.0.0.0", "::") and not self.config.get("advertised.listeners"):
+            log.warning("broker.advertising_loopback", listening=self.host,
+                        advertised=self.advertised_host,
+                        hint="set --advertised-host (advertised.listeners) to the name clients use")
         self._start_maintenance()
         self.started.set()
         log.info("broker.started", host=self.host, port=self.port,

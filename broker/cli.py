@@ -23,6 +23,7 @@ log = structlog.get_logger("kcoord.cli")
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kcoord", description="A Kafka-compatible broker.")
+    parser.add_argument("--version", action="version", version=f"kcoord {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the broker")
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
@@ -35,19 +36,24 @@ def _parser() -> argparse.ArgumentParser:
                        help="set a broker property (repeatable)")
     serve.add_argument("--kafka-defaults", action="store_true",
                        help="use Kafka's own defaults instead of kcoord's development defaults")
-    serve.add_argument("--log-format", choices=("console", "json"), default="console")
-    serve.add_argument("--log-level", default="info")
+    serve.add_argument("--log-format", choices=("console", "json"), default="console",
+                       help="console lines (default) or one JSON object per line, on stderr")
+    serve.add_argument("--log-level", type=str.lower, default="info",
+                       choices=("debug", "info", "warning", "error"))
     return parser
 
 
 def build_config(args) -> BrokerConfig:
     props: dict[str, str] = {}
     if args.config:
-        props.update(read_properties(args.config))
+        try:
+            props.update(read_properties(args.config))
+        except OSError as exc:
+            raise ValueError(f"cannot read --config {args.config}: {exc.strerror}") from None
     for item in args.override:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise SystemExit(f"kcoord: --override expects KEY=VALUE, got {item!r}")
+            raise ValueError(f"--override expects KEY=VALUE, got {item!r}")
         props[key.strip()] = value.strip()
     base = BrokerConfig.build(props, kafka_defaults=args.kafka_defaults)
     if args.host is not None or args.port is not None:
@@ -69,6 +75,14 @@ def build_config(args) -> BrokerConfig:
         props["log.dirs"] = args.data_dir
         props.pop("log.dir", None)
     return BrokerConfig.build(props, kafka_defaults=args.kafka_defaults, warn=False)
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("kcoord")
+    except Exception:
+        return "unknown"
 
 
 def _bracket(host: str) -> str:

@@ -78,7 +78,7 @@ def _parse_value(defn: ConfigDef, raw: Any) -> Any:
         if defn.choices is not None and value not in defn.choices:
             raise ValueError(f"{defn.name}: {value!r} is not one of {', '.join(defn.choices)}")
     if defn.validator is not None and not defn.validator(value):
-        raise ValueError(f"invalid value {raw!r} for {defn.name}")
+        raise ValueError(f"invalid value {raw!r} for {defn.name}: {defn.validator}")
     return value
 
 
@@ -95,9 +95,31 @@ def format_value(defn: ConfigDef, value: Any) -> str | None:
     return str(value)
 
 
-_nonneg = lambda v: v >= 0  # noqa: E731
-_positive = lambda v: v > 0  # noqa: E731
-_ge_minus1 = lambda v: v >= -1  # noqa: E731
+class AtLeast:
+    def __init__(self, low):
+        self.low = low
+
+    def __call__(self, value) -> bool:
+        return value >= self.low
+
+    def __str__(self) -> str:
+        return f"the value must be at least {self.low}"
+
+
+class Between:
+    def __init__(self, low, high):
+        self.low, self.high = low, high
+
+    def __call__(self, value) -> bool:
+        return self.low <= value <= self.high
+
+    def __str__(self) -> str:
+        return f"the value must be between {self.low} and {self.high}"
+
+
+_nonneg = AtLeast(0)
+_positive = AtLeast(1)
+_ge_minus1 = AtLeast(-1)
 
 # --- topic-level configs (LogConfig) and the broker property that sets each default.
 
@@ -115,14 +137,14 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("message.timestamp.after.max.ms", LONG, (1 << 63) - 1, validator=_nonneg),
     ConfigDef("message.timestamp.before.max.ms", LONG, (1 << 63) - 1, validator=_nonneg),
     ConfigDef("message.timestamp.type", STRING, "CreateTime", choices=("CreateTime", "LogAppendTime")),
-    ConfigDef("min.cleanable.dirty.ratio", DOUBLE, 0.5, validator=lambda v: 0 <= v <= 1),
+    ConfigDef("min.cleanable.dirty.ratio", DOUBLE, 0.5, validator=Between(0, 1)),
     ConfigDef("min.compaction.lag.ms", LONG, 0, validator=_nonneg),
     ConfigDef("min.insync.replicas", INT, 1, validator=_positive),
     ConfigDef("preallocate", BOOLEAN, False),
     ConfigDef("retention.bytes", LONG, -1),
     ConfigDef("retention.ms", LONG, 604_800_000, validator=_ge_minus1),
-    ConfigDef("segment.bytes", INT, 1_073_741_824, validator=lambda v: v >= 14),
-    ConfigDef("segment.index.bytes", INT, 10_485_760, validator=lambda v: v >= 4),
+    ConfigDef("segment.bytes", INT, 1_073_741_824, validator=AtLeast(14)),
+    ConfigDef("segment.index.bytes", INT, 10_485_760, validator=AtLeast(4)),
     ConfigDef("segment.jitter.ms", LONG, 0, validator=_nonneg),
     ConfigDef("segment.ms", LONG, 604_800_000, validator=_positive),
     ConfigDef("unclean.leader.election.enable", BOOLEAN, False),
@@ -195,7 +217,7 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("log.message.timestamp.after.max.ms", LONG, (1 << 63) - 1, validator=_nonneg),
     ConfigDef("log.message.timestamp.before.max.ms", LONG, (1 << 63) - 1, validator=_nonneg),
     ConfigDef("log.message.timestamp.type", STRING, "CreateTime", choices=("CreateTime", "LogAppendTime")),
-    ConfigDef("log.cleaner.min.cleanable.ratio", DOUBLE, 0.5, validator=lambda v: 0 <= v <= 1),
+    ConfigDef("log.cleaner.min.cleanable.ratio", DOUBLE, 0.5, validator=Between(0, 1)),
     ConfigDef("log.cleaner.min.compaction.lag.ms", LONG, 0, validator=_nonneg),
     ConfigDef("log.cleaner.backoff.ms", LONG, 15_000, validator=_nonneg),
     ConfigDef("log.cleaner.enable", BOOLEAN, True),
@@ -206,8 +228,8 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("log.retention.minutes", INT, None),
     ConfigDef("log.retention.hours", INT, 168),
     ConfigDef("log.retention.check.interval.ms", LONG, 300_000, validator=_positive),
-    ConfigDef("log.segment.bytes", INT, 1_073_741_824, validator=lambda v: v >= 14),
-    ConfigDef("log.index.size.max.bytes", INT, 10_485_760, validator=lambda v: v >= 4),
+    ConfigDef("log.segment.bytes", INT, 1_073_741_824, validator=AtLeast(14)),
+    ConfigDef("log.index.size.max.bytes", INT, 10_485_760, validator=AtLeast(4)),
     ConfigDef("log.roll.jitter.ms", LONG, None),
     ConfigDef("log.roll.ms", LONG, None),
     ConfigDef("log.roll.hours", INT, 168, validator=_positive),
@@ -239,6 +261,8 @@ _IGNORED_QUIETLY = {
     "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
     "zookeeper.connect", "zookeeper.connection.timeout.ms",
 }
+
+_SECURE_LISTENERS = {"SSL", "SASL_SSL", "SASL_PLAINTEXT"}
 
 _LISTENER = re.compile(r"^(?:(?P<name>[A-Za-z0-9_]+)://)?(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
 
@@ -313,25 +337,31 @@ class BrokerConfig:
                 raise ValueError(f"invalid broker property {name}={raw!r}: {exc}") from None
             sources[name] = "static"
         config = cls(values, sources)
-        config._check()
+        config._check(warn)
         return config
 
-    def _check(self) -> None:
-        if self.sources.get("offsets.topic.replication.factor") == "static" and \
-                self.values["offsets.topic.replication.factor"] != 1:
-            log.warning("config.replication_factor_forced_to_1",
-                        property="offsets.topic.replication.factor",
-                        requested=self.values["offsets.topic.replication.factor"])
-            self.values["offsets.topic.replication.factor"] = 1
-        if self.sources.get("default.replication.factor") == "static" and \
-                self.values["default.replication.factor"] != 1:
-            log.warning("config.replication_factor_forced_to_1",
-                        property="default.replication.factor",
-                        requested=self.values["default.replication.factor"])
-            self.values["default.replication.factor"] = 1
+    def _check(self, warn: bool) -> None:
+        for name in ("offsets.topic.replication.factor", "default.replication.factor"):
+            if self.sources.get(name) == "static" and self.values[name] != 1:
+                if warn:
+                    log.warning("config.replication_factor_forced_to_1", property=name,
+                                requested=self.values[name])
+                self.values[name] = 1
         for name in ("listeners", "advertised.listeners"):
-            for spec in self.values.get(name) or []:
-                parse_listener(spec)
+            specs = self.values.get(name) or []
+            for spec in specs:
+                listener_name, _host, _port = parse_listener(spec)
+                if listener_name.upper() in _SECURE_LISTENERS:
+                    raise ValueError(
+                        f"{name}: {listener_name} listeners are not supported; kcoord serves "
+                        "PLAINTEXT only")
+            if warn and len(specs) > 1:
+                log.warning("config.extra_listeners_ignored", property=name, used=specs[0],
+                            ignored=specs[1:])
+        log_dirs = [d for d in str(self.values.get("log.dirs") or "").split(",") if d.strip()]
+        if warn and len(log_dirs) > 1:
+            log.warning("config.extra_log_dirs_ignored", used=log_dirs[0].strip(),
+                        ignored=[d.strip() for d in log_dirs[1:]])
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]

@@ -139,3 +139,37 @@ def test_node_id_mismatch_is_refused(tmp_path):
                             timeout=20)
     assert result.returncode == 1
     assert "doesn't match" in result.stdout + result.stderr
+
+
+def _run_cli(*args, cwd=REPO):
+    import sys
+    return subprocess.run([sys.executable, "-m", "broker.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=30)
+
+
+def test_bad_command_lines_exit_2_with_one_clear_line(tmp_path):
+    cases = [
+        (("serve", "--config", str(tmp_path / "missing.properties")), "cannot read --config"),
+        (("serve", "--override", "novalue"), "expects KEY=VALUE"),
+        (("serve", "--override", "num.partitions=0"), "must be at least 1"),
+        (("serve", "--override", "listeners=SSL://127.0.0.1:9093"), "SSL listeners are not supported"),
+        (("serve", "--log-level", "loud"), "invalid choice"),
+    ]
+    for args, message in cases:
+        result = _run_cli(*args, "--data-dir", str(tmp_path / "d"))
+        assert result.returncode == 2, args
+        assert message in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.stderr
+    assert not (tmp_path / "d").exists()
+    assert _run_cli("--version").stdout.startswith("kcoord ")
+
+
+def test_port_in_use_fails_without_touching_the_data_dir(tmp_path):
+    first = BrokerProcess(tmp_path / "first").start()
+    try:
+        result = _run_cli("serve", "--port", str(first.port), "--data-dir", str(tmp_path / "second"))
+        assert result.returncode == 1
+        assert "address already in use" in result.stderr.lower()
+        assert not (tmp_path / "second").exists()
+    finally:
+        first.terminate()
