@@ -188,7 +188,7 @@ class PartitionLog:
             log_start_offset=self.log_start_offset,
             log_end_offset=self.log_end_offset,
             size=self.size_bytes,
-            recovered=not clean_shutdown,
+            recovered=not clean_shutdown and bool(ordered),
         )
 
     def _append_segment(self, segment: LogSegment) -> None:
