@@ -529,18 +529,23 @@ class PartitionLog:
     # --- retention and truncation -----------------------------------------------------
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """Delete old non-active segments by retention.ms / retention.bytes / log start.
+        """Delete old segments by retention.ms / retention.bytes / log start.
 
         Returns the number of segments deleted (UnifiedLog.deleteOldSegments).
+        Like Kafka, a non-empty active segment that has expired goes too: a new
+        empty active segment is rolled at the log end first, so the log end offset
+        is kept and the log start offset moves up to it.
         """
         now = self.clock() if now_ms is None else now_ms
         with self._lock:
             self._check_open()
             cfg = self.config
             doomed = 0
-            candidates = self.segments[:-1]
+            # Every segment may go except an empty active one (LocalLog.deletableSegments).
+            candidates = self.segments if self.segments[-1].size > 0 else self.segments[:-1]
             # Segments entirely below the log start offset (DeleteRecords).
-            while doomed < len(candidates) and self.segments[doomed + 1].base_offset <= self.log_start_offset:
+            while doomed < len(self.segments) - 1 and \
+                    self.segments[doomed + 1].base_offset <= self.log_start_offset:
                 doomed += 1
             if cfg.delete:
                 if cfg.retention_ms >= 0:
@@ -555,6 +560,8 @@ class PartitionLog:
                         doomed += 1
             if not doomed:
                 return 0
+            if doomed == len(self.segments):
+                self._roll_to(self.log_end_offset)
             gone = self.segments[:doomed]
             del self.segments[:doomed]
             del self._bases[:doomed]

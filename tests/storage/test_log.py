@@ -328,3 +328,15 @@ async def test_async_fsync_runs_off_the_event_loop(logdir, monkeypatch):
     plog = PartitionLog(logdir, LogConfig(flush_policy="always"))
     await plog.append_async(batch([b"v"]))
     assert threads and loop_thread not in threads
+
+
+def test_retention_deletes_an_expired_active_segment_by_rolling_first(logdir):
+    plog = PartitionLog(logdir, LogConfig(retention_ms=1000))
+    plog.append(batch([b"v", b"w"], ts=10_000))
+    assert len(plog.segments) == 1
+    assert plog.delete_old_segments(now_ms=10_500) == 0  # not expired yet
+    assert plog.delete_old_segments(now_ms=20_000) == 1
+    assert (plog.log_start_offset, plog.log_end_offset) == (2, 2)
+    assert [s.base_offset for s in plog.segments] == [2]
+    assert plog.delete_old_segments(now_ms=30_000) == 0  # the empty active segment stays
+    assert plog.append(batch([b"x"], ts=30_000)).first_offset == 2
