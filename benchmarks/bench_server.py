@@ -54,6 +54,21 @@ PARTITIONS = 3
 STARTUP_RUNS = 3 if QUICK else 5
 
 _SIZE = struct.Struct(">i")
+
+
+def _take_frames(buf: bytearray) -> int:
+    """Drop the complete length-prefixed frames at the front of ``buf``; return how many."""
+    pos, end, n = 0, len(buf), 0
+    unpack = _SIZE.unpack_from
+    while end - pos >= 4:
+        (size,) = unpack(buf, pos)
+        if end - pos - 4 < size:
+            break
+        pos += 4 + size
+        n += 1
+    if pos:
+        del buf[:pos]
+    return n
 ECHO_ANSWER = struct.pack(">iih", 6, 0, 0)  # size 6: correlation id 0, error code 0
 
 _CTX = multiprocessing.get_context("spawn")
@@ -144,18 +159,8 @@ class EchoProtocol(asyncio.Protocol):
         _nodelay(transport)
 
     def data_received(self, data):
-        buf = self.buf
-        buf += data
-        pos, end, n = 0, len(buf), 0
-        unpack = _SIZE.unpack_from
-        while end - pos >= 4:
-            (size,) = unpack(buf, pos)
-            if end - pos - 4 < size:
-                break
-            pos += 4 + size
-            n += 1
-        if pos:
-            del buf[:pos]
+        self.buf += data
+        n = _take_frames(self.buf)
         if n:
             self.transport.write(ECHO_ANSWER * n)
 
@@ -214,18 +219,8 @@ class LoadConnection(asyncio.Protocol):
         return self.finished
 
     def data_received(self, data):
-        buf = self.buf
-        buf += data
-        pos, end, n = 0, len(buf), 0
-        unpack = _SIZE.unpack_from
-        while end - pos >= 4:
-            (size,) = unpack(buf, pos)
-            if end - pos - 4 < size:
-                break
-            pos += 4 + size
-            n += 1
-        if pos:
-            del buf[:pos]
+        self.buf += data
+        n = _take_frames(self.buf)
         if not n:
             return
         budget = self.budget
