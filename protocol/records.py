@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from typing import Iterator, NamedTuple, Sequence
 
 import google_crc32c
-from construct import Construct, Int8sb, Int16sb, Int32sb, Int32ub, Int64sb, SizeofError
+from construct import Int8sb, Int16sb, Int32sb, Int32ub, Int64sb
 
 from protocol import compression, wire
-from protocol.types import KBytes, KStruct, VarInt, VarLong
+from protocol.types import KArray, KBytes, KStruct, VarBytes, VarInt, VarLong, VarString
 
 if google_crc32c.implementation != "c":  # pragma: no cover - depends on the wheel
     raise ImportError("google-crc32c is running its pure-Python fallback; install the C build")
@@ -78,126 +78,6 @@ class CorruptRecordError(ValueError):
 # --- construct declarations -------------------------------------------------------
 
 
-def _read_vbytes(io):
-    n = wire.read_varint(io)
-    if n < 0:
-        return None
-    return wire.read_exact(io, n)
-
-
-def _write_vbytes(io, value) -> None:
-    if value is None:
-        io.write(b"\x01")  # zig-zag -1
-    else:
-        wire.write_varint(io, len(value))
-        io.write(value)
-
-
-def _read_vstring(io):
-    n = wire.read_varint(io)
-    if n < 0:
-        raise wire.DecodeError("null header key")
-    try:
-        return wire.read_exact(io, n).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise wire.DecodeError(f"invalid UTF-8 in a header key: {exc}") from None
-
-
-def _write_vstring(io, value: str) -> None:
-    raw = value.encode("utf-8")
-    wire.write_varint(io, len(raw))
-    io.write(raw)
-
-
-class _RecordsPrimitive(Construct):
-    """A record-level primitive (zig-zag length prefix) that compiles natively."""
-
-    reader: str
-    writer: str
-
-    def _parse(self, stream, context, path):
-        return globals()[self.reader](stream)
-
-    def _build(self, obj, stream, context, path):
-        globals()[self.writer](stream, obj)
-        return obj
-
-    def _sizeof(self, context, path):
-        raise SizeofError("variable size")
-
-    def _emitparse(self, code):
-        code.append(f"from protocol.records import {self.reader}, {self.writer}")
-        return f"{self.reader}(io)"
-
-    def _emitbuild(self, code):
-        code.append(f"from protocol.records import {self.reader}, {self.writer}")
-        return f"({self.writer}(io, obj), obj)[1]"
-
-
-class VarBytes(_RecordsPrimitive):
-    """Bytes with a zig-zag varint length, -1 for null (record keys, values, header values)."""
-
-    reader, writer = "_read_vbytes", "_write_vbytes"
-
-
-class VarString(_RecordsPrimitive):
-    """A UTF-8 string with a zig-zag varint length, never null (header keys)."""
-
-    reader, writer = "_read_vstring", "_write_vstring"
-
-
-class VarArray(Construct):
-    """An array with a zig-zag varint count (record headers)."""
-
-    def __init__(self, element: Construct):
-        super().__init__()
-        self.element = element
-
-    def _parse(self, stream, context, path):
-        n = wire.read_varint(stream)
-        if n < 0:
-            raise wire.DecodeError(f"negative header count {n}")
-        return [self.element._parsereport(stream, context, path) for _ in range(n)]
-
-    def _build(self, obj, stream, context, path):
-        wire.write_varint(stream, len(obj))
-        for item in obj:
-            self.element._build(item, stream, context, path)
-        return obj
-
-    def _sizeof(self, context, path):
-        raise SizeofError("variable size")
-
-    def _emitparse(self, code):
-        code.append("from protocol.wire import read_varint, write_varint, DecodeError")
-        fname = f"parse_varray_{code.allocateId()}"
-        element = self.element._compileparse(code)
-        code.append(
-            f"""
-            def {fname}(io, this):
-                n = read_varint(io)
-                if n < 0:
-                    raise DecodeError('negative header count')
-                return [{element} for _ in range(n)]
-            """
-        )
-        return f"{fname}(io, this)"
-
-    def _emitbuild(self, code):
-        code.append("from protocol.wire import read_varint, write_varint, DecodeError")
-        fname = f"build_varray_{code.allocateId()}"
-        element = self.element._compilebuild(code)
-        code.append(
-            f"""
-            def {fname}(obj, io, this):
-                write_varint(io, len(obj))
-                for obj in obj:
-                    {element}
-            """
-        )
-        return f"({fname}(obj, io, this), obj)[1]"
-
-
 # The 61-byte record batch header (DATA_PLANE §2.1).  ``crc`` covers everything
 # from ``attributes`` to the end of the batch.
 BATCH_HEADER = KStruct(
@@ -218,7 +98,7 @@ BATCH_HEADER = KStruct(
     ]
 )
 
-RECORD_HEADER = KStruct([("key", VarString(), ""), ("value", VarBytes(), None)])
+RECORD_HEADER = KStruct([("key", VarString, ""), ("value", VarBytes, None)])
 
 # One record after its zig-zag ``length`` prefix (DATA_PLANE §2.3).
 RECORD = KStruct(
@@ -226,9 +106,9 @@ RECORD = KStruct(
         ("attributes", Int8sb, 0),
         ("timestamp_delta", VarLong, 0),
         ("offset_delta", VarInt, 0),
-        ("key", VarBytes(), None),
-        ("value", VarBytes(), None),
-        ("headers", VarArray(RECORD_HEADER), []),
+        ("key", VarBytes, None),
+        ("value", VarBytes, None),
+        ("headers", KArray(RECORD_HEADER, varint=True), []),
     ]
 )
 

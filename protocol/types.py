@@ -88,6 +88,9 @@ VarInt = _primitive("VarInt", "read_varint", "write_varint")
 VarLong = _primitive("VarLong", "read_varlong", "write_varlong")
 Uuid = _primitive("Uuid", "read_uuid", "write_uuid")
 Bool = _primitive("Bool", "read_bool", "write_bool")
+# Inside record batches: zig-zag varint lengths.
+VarBytes = _primitive("VarBytes", "read_varint_bytes", "write_varint_bytes")
+VarString = _primitive("VarString", "read_varint_string", "write_varint_string")
 
 
 def KString(*, compact: bool, nullable: bool) -> _Primitive:
@@ -118,18 +121,24 @@ _STRINGS = {
 
 
 class KArray(Construct):
-    """Kafka array: int32 count (classic) or uvarint count+1 (compact); -1/0 is null."""
+    """Kafka array: int32 count (classic) or uvarint count+1 (compact), -1/0 is null;
+    or, inside records (``varint``), a zig-zag varint count that is never null."""
 
-    def __init__(self, element: Construct, *, compact: bool, nullable: bool):
+    _COUNTS = {"classic": "array_count", "compact": "compact_array_count",
+               "varint": "varint_array_count"}
+
+    def __init__(self, element: Construct, *, compact: bool = False, nullable: bool = False,
+                 varint: bool = False):
         super().__init__()
         self.element = element
         self.compact = compact
         self.nullable = nullable
+        kind = "varint" if varint else "compact" if compact else "classic"
+        self._reader = f"read_{self._COUNTS[kind]}"
+        self._writer = f"write_{self._COUNTS[kind]}"
 
     def _read_count(self, stream) -> int:
-        if self.compact:
-            return wire.read_compact_array_count(stream)
-        return wire.read_array_count(stream)
+        return getattr(wire, self._reader)(stream)
 
     def _parse(self, stream, context, path):
         n = self._read_count(stream)
@@ -142,10 +151,7 @@ class KArray(Construct):
     def _build(self, obj, stream, context, path):
         if obj is None and not self.nullable:
             raise ValueError("null value for a non-nullable array")
-        if self.compact:
-            wire.write_compact_array_count(stream, obj)
-        else:
-            wire.write_array_count(stream, obj)
+        getattr(wire, self._writer)(stream, obj)
         if obj is not None:
             for item in obj:
                 self.element._build(item, stream, context, path)
@@ -157,7 +163,7 @@ class KArray(Construct):
     def _emitparse(self, code):
         _prelude(code)
         fname = f"parse_karray_{code.allocateId()}"
-        counter = "read_compact_array_count" if self.compact else "read_array_count"
+        counter = self._reader
         null = "return None" if self.nullable else (
             "raise DecodeError('null value in a non-nullable array')"
         )
@@ -176,7 +182,7 @@ class KArray(Construct):
     def _emitbuild(self, code):
         _prelude(code)
         fname = f"build_karray_{code.allocateId()}"
-        counter = "write_compact_array_count" if self.compact else "write_array_count"
+        counter = self._writer
         element = self.element._compilebuild(code)
         null_check = "" if self.nullable else (
             "if obj is None: raise ValueError('null value for a non-nullable array')"

@@ -44,6 +44,12 @@ __all__ = [
     "read_compact_array_count",
     "write_array_count",
     "write_compact_array_count",
+    "read_varint_array_count",
+    "write_varint_array_count",
+    "read_varint_bytes",
+    "write_varint_bytes",
+    "read_varint_string",
+    "write_varint_string",
     "read_uuid",
     "write_uuid",
     "read_bool",
@@ -321,6 +327,54 @@ def write_array_count(io, value) -> None:
 
 def write_compact_array_count(io, value) -> None:
     write_uvarint(io, 0 if value is None else len(value) + 1)
+
+
+def read_varint_array_count(io) -> int:
+    """Zig-zag varint count, never null (record headers)."""
+    n = read_varint(io)
+    if n < 0:
+        raise DecodeError(f"negative count {n}")
+    return _check_count(io, n) if n > 0 else n
+
+
+def write_varint_array_count(io, value) -> None:
+    write_varint(io, len(value))
+
+
+# --- zig-zag length-prefixed bytes and strings, inside records ---------------------
+
+
+def read_varint_bytes(io) -> bytes | None:
+    """Bytes with a zig-zag varint length, -1 for null (record keys, values, header values)."""
+    n = read_varint(io)
+    if n < 0:
+        return None
+    return read_exact(io, n)
+
+
+def write_varint_bytes(io, value) -> None:
+    if value is None:
+        io.write(b"\x01")  # zig-zag -1
+    else:
+        write_varint(io, len(value))
+        io.write(value)
+
+
+def read_varint_string(io) -> str:
+    """A UTF-8 string with a zig-zag varint length, never null (header keys)."""
+    n = read_varint(io)
+    if n < 0:
+        raise DecodeError("null header key")
+    try:
+        return read_exact(io, n).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"invalid UTF-8 in a header key: {exc}") from None
+
+
+def write_varint_string(io, value: str) -> None:
+    raw = value.encode("utf-8")
+    write_varint(io, len(raw))
+    io.write(raw)
 
 
 # --- uuid -------------------------------------------------------------------------

@@ -18,7 +18,6 @@ from protocol.records import (
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
-    CorruptRecordError,
     batch_header,
     crc_valid,
 )
