@@ -13,6 +13,8 @@ import os
 import uuid
 from pathlib import Path
 
+from storage.files import write_atomically
+
 
 class DataDirError(RuntimeError):
     pass
@@ -58,12 +60,7 @@ def load_or_create_identity(data_dir: Path, node_id: int) -> str:
         f"node.id={node_id}\n"
         "version=1\n"
     )
-    tmp = path.with_name("meta.properties.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(body)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_atomically(path, body)
     return cluster_id
 
 

@@ -53,6 +53,7 @@ from protocol.records import (
     decode_batch,
     empty_batch,
 )
+from storage.files import fsync_dir
 from storage.segment import LogSegment, segment_name
 
 log = structlog.get_logger("kcoord.storage.cleaner")
@@ -294,8 +295,6 @@ def _min(a, b):
 
 def _swap_in(plog, group, cleaned: LogSegment) -> bool:
     """Replace ``group`` by ``cleaned`` in the folder and in the log; False if the log moved on."""
-    from storage.log import _fsync_dir
-
     directory = plog.directory
     with plog._lock:
         present = {id(s) for s in plog.segments[:-1]}
@@ -309,7 +308,7 @@ def _swap_in(plog, group, cleaned: LogSegment) -> bool:
         cleaned.time_index.rename(prefix + ".timeindex.swap")
         os.rename(cleaned.log_path, prefix + ".log.swap")
         cleaned.log_path = prefix + ".log.swap"
-        _fsync_dir(directory)
+        fsync_dir(directory)
         for seg in group:
             plog._unflushed.pop(seg.base_offset, None)
             if seg.base_offset == base:
@@ -321,7 +320,7 @@ def _swap_in(plog, group, cleaned: LogSegment) -> bool:
         os.rename(cleaned.log_path, prefix + ".log")
         cleaned.log_path = prefix + ".log"
         cleaned.suffix = ""
-        _fsync_dir(directory)
+        fsync_dir(directory)
         first = plog.segments.index(group[0])
         plog.segments[first : first + len(group)] = [cleaned]
         plog._bases[first : first + len(group)] = [base]

@@ -39,6 +39,7 @@ from protocol.records import (
     validate_batch,
 )
 from storage.config import LogConfig
+from storage.files import fsync_dir
 from storage.errors import (
     InvalidRecordError,
     LogClosedError,
@@ -425,7 +426,7 @@ class PartitionLog:
             except OSError:
                 if not segment.closed:
                     raise
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
         with self._lock:
             if upto > self.recovery_point:
                 self.recovery_point = upto
@@ -659,7 +660,7 @@ class PartitionLog:
                 seg.on_become_inactive()
             for seg in self.segments:
                 seg.flush_all()
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
             self.recovery_point = self.log_end_offset
             for seg in self.segments:
                 seg.close()
@@ -681,10 +682,3 @@ class PartitionLog:
             f"end={self.log_end_offset if self.segments else None}, segments={len(self.segments)})"
         )
 
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -22,7 +22,8 @@ from typing import Callable
 import structlog
 
 from storage.config import LogConfig
-from storage.log import PartitionLog, _fsync_dir, wall_clock_ms
+from storage.files import fsync_dir, write_atomically
+from storage.log import PartitionLog, wall_clock_ms
 
 log = structlog.get_logger("kcoord.storage")
 
@@ -68,12 +69,7 @@ def write_checkpoint(path: str, entries: dict[tuple[str, int], int]) -> None:
     """Write a checkpoint atomically (temporary file, fsync, rename)."""
     body = [f"0\n{len(entries)}\n"]
     body += [f"{t} {p} {o}\n" for (t, p), o in sorted(entries.items())]
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write("".join(body))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomically(path, "".join(body))
 
 
 class LogManager:
@@ -144,7 +140,7 @@ class LogManager:
         plog = self.logs.get(key)
         if plog is None:
             plog = self._open(key, config)
-            _fsync_dir(self.data_dir)
+            fsync_dir(self.data_dir)
         return plog
 
     def delete(self, topic: str, partition: int) -> None:
@@ -205,5 +201,5 @@ class LogManager:
         with open(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE), "w") as f:
             f.flush()
             os.fsync(f.fileno())
-        _fsync_dir(self.data_dir)
+        fsync_dir(self.data_dir)
         log.info("log_manager_closed", data_dir=self.data_dir, logs=len(self.logs))

@@ -30,6 +30,7 @@ from broker.config import (
     validate_topic_config,
 )
 from protocol.errors import ErrorCode
+from storage.files import write_atomically
 
 log = structlog.get_logger("kcoord.topics")
 
@@ -143,13 +144,7 @@ class TopicManager:
                 for t in sorted(self.topics.values(), key=lambda t: t.name)
             ],
         }
-        tmp = self.metadata_path.with_suffix(".json.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.metadata_path)
-        _fsync_dir(self.data_dir)
+        write_atomically(self.metadata_path, json.dumps(data, indent=1, sort_keys=True))
 
     def _add(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
@@ -299,15 +294,3 @@ class TopicManager:
             if entry.is_dir() and entry.name.endswith("-delete"):
                 shutil.rmtree(entry, ignore_errors=True)
 
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
