@@ -34,7 +34,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from protocol.headers import request_header_codec, response_header_codec, response_header_version
+from broker.healthcheck import recv_exact
+from protocol.headers import frame_request, response_header_codec, response_header_version
 from protocol.messages.api_versions import API_VERSIONS
 from protocol.messages.create_topics import CREATE_TOPICS
 from protocol.messages.metadata import METADATA
@@ -79,32 +80,15 @@ _CTX = multiprocessing.get_context("spawn")
 
 def request_frame(api, version: int, body: dict, correlation_id: int = 1,
                   client_id: str = "kcoord-bench") -> bytes:
-    flexible = api.is_flexible(version)
-    header = request_header_codec(2 if flexible else 1).encode({
-        "request_api_key": api.key, "request_api_version": version,
-        "correlation_id": correlation_id, "client_id": client_id,
-    })
-    payload = header + api.codec(version, "request").encode(body)
-    return _SIZE.pack(len(payload)) + payload
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    chunks = []
-    while n:
-        chunk = sock.recv(n)
-        if not chunk:
-            raise ConnectionError("connection closed")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
+    return frame_request(api, version, correlation_id, client_id, body)
 
 
 def metadata_answer_bytes(port: int) -> bytes:
     """The raw Metadata v1 (all topics) answer frame, to report its size."""
     with socket.create_connection((HOST, port), timeout=10) as sock:
         sock.sendall(request_frame(METADATA, 1, {"topics": None}))
-        (size,) = _SIZE.unpack(_recv_exact(sock, 4))
-        return _recv_exact(sock, size)
+        (size,) = _SIZE.unpack(recv_exact(sock, 4))
+        return recv_exact(sock, size)
 
 
 def call(port: int, api, version: int, body: dict) -> dict:
@@ -113,8 +97,8 @@ def call(port: int, api, version: int, body: dict) -> dict:
 
     with socket.create_connection((HOST, port), timeout=10) as sock:
         sock.sendall(request_frame(api, version, body, correlation_id=7))
-        (size,) = _SIZE.unpack(_recv_exact(sock, 4))
-        stream = io.BytesIO(_recv_exact(sock, size))
+        (size,) = _SIZE.unpack(recv_exact(sock, 4))
+        stream = io.BytesIO(recv_exact(sock, size))
     hv = response_header_version(api.key, api.is_flexible(version))
     header = response_header_codec(hv).read(stream)
     assert header["correlation_id"] == 7, header

@@ -17,7 +17,7 @@ import socket
 import struct
 import sys
 
-from protocol.headers import request_header_codec
+from protocol.headers import frame_request
 from protocol.messages.api_versions import API_VERSIONS
 
 # v3 is the first flexible version and what current clients open with; every
@@ -32,25 +32,19 @@ class Unhealthy(Exception):
 
 
 def build_request(client_id: str = "kcoord-healthcheck") -> bytes:
-    header = request_header_codec(2).encode({
-        "request_api_key": API_VERSIONS.key,
-        "request_api_version": VERSION,
-        "correlation_id": CORRELATION_ID,
-        "client_id": client_id,
-    })
-    body = API_VERSIONS.codec(VERSION, "request").encode({
+    return frame_request(API_VERSIONS, VERSION, CORRELATION_ID, client_id, {
         "client_software_name": "kcoord-healthcheck",
         "client_software_version": "1",
     })
-    return _SIZE.pack(len(header) + len(body)) + header + body
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    """Exactly ``n`` bytes from a blocking socket; ConnectionError if it closes first."""
     chunks = []
     while n:
         chunk = sock.recv(n)
         if not chunk:
-            raise Unhealthy("connection closed before a full answer arrived")
+            raise ConnectionError("connection closed before a full answer arrived")
         chunks.append(chunk)
         n -= len(chunk)
     return b"".join(chunks)
@@ -83,11 +77,11 @@ def probe(host: str, port: int, timeout: float = 5.0) -> dict:
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
             sock.sendall(build_request())
-            (size,) = _SIZE.unpack(_recv_exact(sock, 4))
+            (size,) = _SIZE.unpack(recv_exact(sock, 4))
             if size < 4 or size > 1 << 20:
                 raise Unhealthy(f"implausible answer size {size}")
-            return check_response(_recv_exact(sock, size))
-    except OSError as exc:
+            return check_response(recv_exact(sock, size))
+    except OSError as exc:  # refused, timed out, closed early
         raise Unhealthy(f"{host}:{port}: {exc.strerror or exc}") from None
 
 

@@ -22,12 +22,12 @@ import io
 import socket
 import struct
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
 from broker.apis import NO_RESPONSE, REGISTRY, CloseConnection
-from protocol.headers import request_header_codec, response_header_version
+from protocol.headers import frame_response, request_header_codec
 from protocol.messages.api_versions import API_VERSIONS
 
 if TYPE_CHECKING:
@@ -234,7 +234,7 @@ class KafkaConnection(asyncio.Protocol):
     def _encode(schema, api_version, correlation_id, flexible, result):
         if result is NO_RESPONSE:
             return None
-        return encode_response(schema, api_version, correlation_id, flexible, result)
+        return frame_response(schema, api_version, correlation_id, result)
 
     @contextlib.contextmanager
     def _handler_errors(self, schema, api_version):
@@ -293,11 +293,3 @@ class KafkaConnection(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.close()
 
-
-def encode_response(schema, api_version: int, correlation_id: int, flexible: bool, body: Any) -> bytes:
-    payload = schema.codec(api_version, "response").encode(body)
-    if response_header_version(schema.key, flexible) == 1:
-        header = struct.pack(">ib", correlation_id, 0)
-    else:
-        header = struct.pack(">i", correlation_id)
-    return _SIZE.pack(len(header) + len(payload)) + header + payload

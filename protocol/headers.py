@@ -7,7 +7,11 @@ tagged-field section is new in v2.
 
 from __future__ import annotations
 
+import struct
+
 from protocol.schema import F, S, Api
+
+_SIZE = struct.Struct(">i")
 
 REQUEST_HEADER = Api(
     key=-1,
@@ -51,3 +55,25 @@ def request_header_codec(version: int):
 
 def response_header_codec(version: int):
     return RESPONSE_HEADER.codec(version, "request")
+
+
+def frame_request(api: Api, version: int, correlation_id: int, client_id: str | None,
+                  body) -> bytes:
+    """A whole request frame: size, header (v1 or v2) and body."""
+    flexible = api.is_flexible(version)
+    header = request_header_codec(request_header_version(flexible)).encode({
+        "request_api_key": api.key, "request_api_version": version,
+        "correlation_id": correlation_id, "client_id": client_id,
+    })
+    payload = header + api.codec(version, "request").encode(body)
+    return _SIZE.pack(len(payload)) + payload
+
+
+def frame_response(api: Api, version: int, correlation_id: int, body) -> bytes:
+    """A whole response frame: size, header (v0 or v1, v0 always for ApiVersions) and body."""
+    payload = api.codec(version, "response").encode(body)
+    if response_header_version(api.key, api.is_flexible(version)) == 1:
+        header = struct.pack(">ib", correlation_id, 0)
+    else:
+        header = struct.pack(">i", correlation_id)
+    return _SIZE.pack(len(header) + len(payload)) + header + payload
