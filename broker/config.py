@@ -15,6 +15,7 @@ Unknown or unsupported properties are logged as warnings and ignored.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,41 +205,31 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("group.min.session.timeout.ms", INT, 6000),
     ConfigDef("group.max.session.timeout.ms", INT, 1_800_000),
     ConfigDef("group.max.size", INT, (1 << 31) - 1, validator=_positive),
-    ConfigDef("log.cleanup.policy", LIST, ["delete"], choices=("delete", "compact")),
-    ConfigDef("compression.type", STRING, "producer",
-              choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
-    ConfigDef("log.cleaner.delete.retention.ms", LONG, 86_400_000, validator=_nonneg),
-    ConfigDef("log.segment.delete.delay.ms", LONG, 60_000, validator=_nonneg),
-    ConfigDef("log.flush.interval.messages", LONG, (1 << 63) - 1, validator=_positive),
-    ConfigDef("log.flush.interval.ms", LONG, None),
-    ConfigDef("log.index.interval.bytes", INT, 4096, validator=_nonneg),
-    ConfigDef("log.cleaner.max.compaction.lag.ms", LONG, (1 << 63) - 1, validator=_positive),
-    ConfigDef("message.max.bytes", INT, 1_048_588, validator=_nonneg),
-    ConfigDef("log.message.timestamp.after.max.ms", LONG, (1 << 63) - 1, validator=_nonneg),
-    ConfigDef("log.message.timestamp.before.max.ms", LONG, (1 << 63) - 1, validator=_nonneg),
-    ConfigDef("log.message.timestamp.type", STRING, "CreateTime", choices=("CreateTime", "LogAppendTime")),
-    ConfigDef("log.cleaner.min.cleanable.ratio", DOUBLE, 0.5, validator=Between(0, 1)),
-    ConfigDef("log.cleaner.min.compaction.lag.ms", LONG, 0, validator=_nonneg),
     ConfigDef("log.cleaner.backoff.ms", LONG, 15_000, validator=_nonneg),
     ConfigDef("log.cleaner.enable", BOOLEAN, True),
-    ConfigDef("min.insync.replicas", INT, 1, validator=_positive),
-    ConfigDef("log.preallocate", BOOLEAN, False),
-    ConfigDef("log.retention.bytes", LONG, -1),
-    ConfigDef("log.retention.ms", LONG, None),
     ConfigDef("log.retention.minutes", INT, None),
     ConfigDef("log.retention.hours", INT, 168),
     ConfigDef("log.retention.check.interval.ms", LONG, 300_000, validator=_positive),
-    ConfigDef("log.segment.bytes", INT, 1_073_741_824, validator=AtLeast(14)),
-    ConfigDef("log.index.size.max.bytes", INT, 10_485_760, validator=AtLeast(4)),
-    ConfigDef("log.roll.jitter.ms", LONG, None),
-    ConfigDef("log.roll.ms", LONG, None),
     ConfigDef("log.roll.hours", INT, 168, validator=_positive),
-    ConfigDef("unclean.leader.election.enable", BOOLEAN, False),
     ConfigDef("kcoord.fsync.policy", STRING, "never", choices=("never", "batch", "always"),
               doc="When appends are fsynced before they are acknowledged (kcoord property)."),
 ]
 
-BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
+# These synonyms are unset by default: a coarser property supplies the value
+# (log.retention.hours, log.roll.hours) or the behaviour is "never" (flush).
+_SYNONYMS_WITHOUT_DEFAULT = {"retention.ms", "segment.ms", "segment.jitter.ms", "flush.ms"}
+
+
+def _synonym_defs() -> list[ConfigDef]:
+    """The broker property behind each topic config: same type, rules and default."""
+    return [
+        dataclasses.replace(defn, name=TOPIC_CONFIG_SYNONYMS[name],
+                            default=None if name in _SYNONYMS_WITHOUT_DEFAULT else defn.default)
+        for name, defn in TOPIC_CONFIGS.items()
+    ]
+
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS + _synonym_defs()}
 
 # The development defaults, with Kafka's own value beside each (README lists these).
 DEV_DEFAULTS: dict[str, tuple[Any, Any]] = {
