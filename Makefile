@@ -9,7 +9,7 @@ HOST     ?= 127.0.0.1
 PORT     ?= 9092
 DATA_DIR ?= ./data
 
-.PHONY: run test bench install clean
+.PHONY: run test bench install clean reference-kafka
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# Resolve Apache Kafka (the reference the tests compare kcoord with) into ~/.cache/kcoord.
+reference-kafka: $(STAMP)
+	$(PY) -m tests.reference.kafka resolve
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

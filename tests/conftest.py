@@ -7,6 +7,8 @@ from tests.support import BrokerThread
 
 logs.configure("console", "warning")
 
+pytest_plugins = ["tests.reference.fixtures"]
+
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):

@@ -1,0 +1,124 @@
+"""Pytest fixtures for the Apache Kafka reference (registered in ``tests/conftest.py``).
+
+``reference_kafka`` is Kafka 4.x (the main reference), ``reference_kafka_legacy``
+Kafka 3.9 (the reference for the versions 4.x dropped and for the answers kcoord
+follows outside the coordinator). Both are started once per test run, together,
+the first time either is asked for, and stopped at the end of the run.
+
+Without Java 17+ or Maven the tests that use them skip with one line naming what
+is missing, unless ``KCOORD_REQUIRE_REFERENCE=1`` (set by ``.ci/run``): then they
+fail, so that CI never passes without having asked Kafka.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import pytest
+
+from tests.reference import kafka
+from tests.reference.client import WireClient
+from tests.support import BrokerThread
+
+
+def _unavailable(reason: str):
+    if os.environ.get("KCOORD_REQUIRE_REFERENCE") == "1":
+        pytest.fail(f"{reason} (KCOORD_REQUIRE_REFERENCE=1)", pytrace=False)
+    pytest.skip(reason)
+
+
+def create_offsets_topic(broker: kafka.KafkaBroker, timeout: float = 60) -> None:
+    """Ask for a group coordinator until Kafka has created ``__consumer_offsets``.
+
+    kcoord lists ``__consumer_offsets`` from its first start (docs/deviations.md);
+    a Kafka that has already created it answers every topic listing the same way.
+    """
+    deadline = time.monotonic() + timeout
+    with WireClient.to(broker.bootstrap) as client:
+        while time.monotonic() < deadline:
+            answer = client.call(10, 1, {"key": "kcoord-reference", "key_type": 0})
+            if answer["error_code"] == 0:
+                return
+            time.sleep(0.1)
+    raise RuntimeError("Kafka did not create __consumer_offsets in time")
+
+
+class ReferencePool:
+    """Both reference brokers, started in parallel on first use."""
+
+    def __init__(self):
+        self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kafka-start")
+        self._futures: dict[str, Future] = {}
+        self._missing = kafka.missing_requirements()
+
+    def get(self, version: str) -> kafka.KafkaBroker:
+        if self._missing:
+            _unavailable(self._missing)
+        if not self._futures:
+            for v in (kafka.MAIN_VERSION, kafka.LEGACY_VERSION):
+                self._futures[v] = self._executor.submit(self._start, v)
+        try:
+            return self._futures[version].result()
+        except kafka.ReferenceUnavailable as exc:
+            _unavailable(str(exc).splitlines()[0])
+
+    @staticmethod
+    def _start(version: str) -> kafka.KafkaBroker:
+        broker = kafka.KafkaBroker(version).start()
+        try:
+            create_offsets_topic(broker)
+        except BaseException:
+            broker.stop()
+            raise
+        return broker
+
+    def stop(self) -> None:
+        self._executor.shutdown(wait=True)
+        for future in self._futures.values():
+            if future.exception() is None:
+                future.result().stop()
+
+
+@pytest.fixture(scope="session")
+def _reference_pool():
+    pool = ReferencePool()
+    yield pool
+    pool.stop()
+
+
+@pytest.fixture(scope="session")
+def reference_kafka(_reference_pool) -> kafka.KafkaBroker:
+    """Apache Kafka 4.x, the main reference, with kcoord's development defaults."""
+    return _reference_pool.get(kafka.MAIN_VERSION)
+
+
+@pytest.fixture(scope="session")
+def reference_kafka_legacy(_reference_pool) -> kafka.KafkaBroker:
+    """Apache Kafka 3.9, for the versions 4.x no longer serves."""
+    return _reference_pool.get(kafka.LEGACY_VERSION)
+
+
+@pytest.fixture(scope="session")
+def reference_pair(request, tmp_path_factory):
+    """``reference_pair("main" | "legacy")``: (kcoord, Kafka) started for the whole run.
+
+    Each reference Kafka has a kcoord of its own beside it that lives as long as
+    it does, so that both have seen the same requests since they started (a
+    listing of every topic is then the same on both)."""
+    partners: dict[str, BrokerThread] = {}
+
+    def get(which: str) -> tuple[BrokerThread, kafka.KafkaBroker]:
+        reference = request.getfixturevalue(
+            "reference_kafka" if which == "main" else "reference_kafka_legacy")
+        if which not in partners:
+            # node.id set as the reference's server.properties sets it (Kafka's KRaft
+            # mode requires it), so that both report it as a static broker config.
+            partners[which] = BrokerThread(tmp_path_factory.mktemp(f"kcoord-{which}"),
+                                           {"node.id": kafka.NODE_ID}).start()
+        return partners[which], reference
+
+    yield get
+    for partner in partners.values():
+        partner.stop()
