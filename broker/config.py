@@ -16,6 +16,7 @@ Unknown or unsupported properties are logged as warnings and ignored.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,48 +39,84 @@ class ConfigDef:
     type: int
     default: Any
     doc: str = ""
-    validator: Callable[[Any], bool] | None = None
+    validator: Callable[[Any], str | None] | None = None
     choices: tuple[str, ...] | None = None
+    # The type DescribeConfigs reports, where Kafka declares a property as a
+    # string and parses it later (listeners): kcoord parses it as a list at once.
+    reported_type: int | None = None
+
+    @property
+    def config_type(self) -> int:
+        return self.reported_type or self.type
+
+
+class ConfigValueError(ValueError):
+    """An invalid value, worded as Kafka's ``ConfigException`` words it."""
+
+    def __init__(self, name: str, value: Any, reason: str):
+        super().__init__(f"Invalid value {value} for configuration {name}: {reason}")
+
+
+# Java's Integer/Long/Short.parseInt and Double.parseDouble accept these (ASCII
+# digits, an optional sign, no underscores); Python's int()/float() accept more.
+_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
+_JAVA_DOUBLE = re.compile(r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)[fFdD]?")
+_LIST_SEPARATOR = re.compile(r"\s*,\s*")
+
+
+def _java_double_text(value: float) -> str:
+    """Java's Double.toString, which Kafka's messages show (2.0, 0.5, 1.0E10)."""
+    if value != value or value in (math.inf, -math.inf):
+        return {math.inf: "Infinity", -math.inf: "-Infinity"}.get(value, "NaN")
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(float(value))
+    exponent = math.floor(math.log10(abs(value)))
+    return f"{round(value / 10 ** exponent, 15)!r}E{exponent}"
 
 
 def _parse_value(defn: ConfigDef, raw: Any) -> Any:
-    """Parse a property value the way Kafka's ConfigDef does; ValueError if invalid."""
+    """Parse a property value the way Kafka's ConfigDef.parseType does, then check
+    it; ConfigValueError (with Kafka's message) if invalid."""
     if raw is None:
         if defn.default is None:
             return None
-        raise ValueError(f"{defn.name} must not be null")
+        raise ValueError(f"Null value not supported for topic configs: {defn.name}")
     text = str(raw).strip()
     if defn.type == BOOLEAN:
         if isinstance(raw, bool):
             return raw
         if text.lower() in ("true", "false"):
             return text.lower() == "true"
-        raise ValueError(f"{defn.name} expects true or false, got {raw!r}")
+        raise ConfigValueError(defn.name, raw, "Expected value to be either true or false")
     if defn.type in (INT, SHORT, LONG):
-        try:
-            value = int(text)
-        except ValueError:
-            raise ValueError(f"{defn.name} expects an integer, got {raw!r}") from None
         bits = {INT: 31, SHORT: 15, LONG: 63}[defn.type]
-        if not -(1 << bits) <= value < (1 << bits):
-            raise ValueError(f"{defn.name} is out of range: {value}")
+        value = int(text) if _JAVA_INTEGER.fullmatch(text) else None
+        if value is None or not -(1 << bits) <= value < (1 << bits):
+            type_name = {INT: "INT", SHORT: "SHORT", LONG: "LONG"}[defn.type]
+            raise ConfigValueError(defn.name, raw, f"Not a number of type {type_name}")
     elif defn.type == DOUBLE:
-        try:
-            value = float(text)
-        except ValueError:
-            raise ValueError(f"{defn.name} expects a number, got {raw!r}") from None
+        if not _JAVA_DOUBLE.fullmatch(text):
+            raise ConfigValueError(defn.name, raw, "Not a number of type DOUBLE")
+        value = float(text.rstrip("fFdD").replace("Infinity", "inf"))
     elif defn.type == LIST:
-        value = [item.strip() for item in text.split(",") if item.strip()] if text else []
+        value = _LIST_SEPARATOR.split(text) if text else []
         if defn.choices is not None:
             for item in value:
                 if item not in defn.choices:
-                    raise ValueError(f"{defn.name}: {item!r} is not one of {', '.join(defn.choices)}")
+                    raise ConfigValueError(defn.name, item,
+                                           f"String must be one of: {', '.join(defn.choices)}")
     else:
         value = text
         if defn.choices is not None and value not in defn.choices:
-            raise ValueError(f"{defn.name}: {value!r} is not one of {', '.join(defn.choices)}")
-    if defn.validator is not None and not defn.validator(value):
-        raise ValueError(f"invalid value {raw!r} for {defn.name}: {defn.validator}")
+            raise ConfigValueError(defn.name, value,
+                                   f"String must be one of: {', '.join(defn.choices)}")
+    if defn.validator is not None:
+        reason = defn.validator(value)
+        if reason:
+            shown = (_java_double_text(value) if defn.type == DOUBLE
+                     else f"[{', '.join(value)}]" if defn.type == LIST
+                     else format_value(defn, value))
+            raise ConfigValueError(defn.name, shown, reason)
     return value
 
 
@@ -97,25 +134,57 @@ def format_value(defn: ConfigDef, value: Any) -> str | None:
 
 
 class AtLeast:
+    """Kafka's ``ConfigDef.Range.atLeast``: returns the reason a value is refused, or None."""
+
     def __init__(self, low):
         self.low = low
 
-    def __call__(self, value) -> bool:
-        return value >= self.low
-
-    def __str__(self) -> str:
-        return f"the value must be at least {self.low}"
+    def __call__(self, value) -> str | None:
+        return f"Value must be at least {self.low}" if value < self.low else None
 
 
 class Between:
+    """Kafka's ``ConfigDef.Range.between``."""
+
     def __init__(self, low, high):
         self.low, self.high = low, high
 
-    def __call__(self, value) -> bool:
-        return self.low <= value <= self.high
+    def __call__(self, value) -> str | None:
+        if value < self.low:
+            return f"Value must be at least {self.low}"
+        if value > self.high:
+            return f"Value must be no more than {self.high}"
+        return None
 
-    def __str__(self) -> str:
-        return f"the value must be between {self.low} and {self.high}"
+
+def _gzip_level(value) -> str | None:
+    # GzipCompression.LevelValidator: Deflater's DEFAULT_COMPRESSION (-1) or 1-9.
+    return None if value == -1 or 1 <= value <= 9 else \
+        "Value must be between 1 and 9 or equal to -1"
+
+
+class _ThrottledReplicas:
+    """ThrottledReplicaListValidator: ``*`` or ``partition:broker`` pairs."""
+
+    _PAIR = re.compile(r"[0-9]+:[0-9]+")
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __call__(self, value) -> str | None:
+        if value == ["*"] or all(self._PAIR.fullmatch(item) for item in value):
+            return None
+        return (f"{self.name} must be the literal '*' or a list of replicas in the following "
+                "format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
+
+_MESSAGE_FORMAT = re.compile(r"0\.(8\.[0-2]|9\.0|10\.[0-2]|11\.0)(\.[0-9]+)?(-IV[0-9]+)?"
+                             r"|[1-3]\.[0-9]+(-IV[0-9]+)?")
+
+
+def _message_format_version(value) -> str | None:
+    # Any release Kafka's MetadataVersion knows; the value no longer changes the format.
+    return None if _MESSAGE_FORMAT.fullmatch(value) else f"Version {value} is not a valid version"
 
 
 _nonneg = AtLeast(0)
@@ -125,23 +194,38 @@ _ge_minus1 = AtLeast(-1)
 # --- topic-level configs (LogConfig) and the broker property that sets each default.
 
 TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
-    ConfigDef("cleanup.policy", LIST, ["delete"], choices=("delete", "compact")),
+    ConfigDef("cleanup.policy", LIST, ["delete"], choices=("compact", "delete")),
+    ConfigDef("compression.gzip.level", INT, -1, validator=_gzip_level),
+    ConfigDef("compression.lz4.level", INT, 9, validator=Between(1, 17)),
     ConfigDef("compression.type", STRING, "producer",
               choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    ConfigDef("compression.zstd.level", INT, 3, validator=Between(-131072, 22)),
     ConfigDef("delete.retention.ms", LONG, 86_400_000, validator=_nonneg),
     ConfigDef("file.delete.delay.ms", LONG, 60_000, validator=_nonneg),
     ConfigDef("flush.messages", LONG, (1 << 63) - 1, validator=_positive),
     ConfigDef("flush.ms", LONG, (1 << 63) - 1, validator=_nonneg),
+    ConfigDef("follower.replication.throttled.replicas", LIST, [],
+              validator=_ThrottledReplicas("follower.replication.throttled.replicas")),
     ConfigDef("index.interval.bytes", INT, 4096, validator=_nonneg),
+    ConfigDef("leader.replication.throttled.replicas", LIST, [],
+              validator=_ThrottledReplicas("leader.replication.throttled.replicas")),
+    ConfigDef("local.retention.bytes", LONG, -2, validator=AtLeast(-2)),
+    ConfigDef("local.retention.ms", LONG, -2, validator=AtLeast(-2)),
     ConfigDef("max.compaction.lag.ms", LONG, (1 << 63) - 1, validator=_positive),
     ConfigDef("max.message.bytes", INT, 1_048_588, validator=_nonneg),
+    ConfigDef("message.downconversion.enable", BOOLEAN, True),
+    ConfigDef("message.format.version", STRING, "3.0-IV1", validator=_message_format_version),
     ConfigDef("message.timestamp.after.max.ms", LONG, (1 << 63) - 1, validator=_nonneg),
     ConfigDef("message.timestamp.before.max.ms", LONG, (1 << 63) - 1, validator=_nonneg),
+    ConfigDef("message.timestamp.difference.max.ms", LONG, (1 << 63) - 1, validator=_nonneg),
     ConfigDef("message.timestamp.type", STRING, "CreateTime", choices=("CreateTime", "LogAppendTime")),
     ConfigDef("min.cleanable.dirty.ratio", DOUBLE, 0.5, validator=Between(0, 1)),
     ConfigDef("min.compaction.lag.ms", LONG, 0, validator=_nonneg),
     ConfigDef("min.insync.replicas", INT, 1, validator=_positive),
     ConfigDef("preallocate", BOOLEAN, False),
+    ConfigDef("remote.log.copy.disable", BOOLEAN, False),
+    ConfigDef("remote.log.delete.on.disable", BOOLEAN, False),
+    ConfigDef("remote.storage.enable", BOOLEAN, False),
     ConfigDef("retention.bytes", LONG, -1),
     ConfigDef("retention.ms", LONG, 604_800_000, validator=_ge_minus1),
     ConfigDef("segment.bytes", INT, 1_073_741_824, validator=AtLeast(14)),
@@ -154,16 +238,24 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
 # Broker property that supplies each topic config's default (Kafka's synonyms).
 TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
     "cleanup.policy": "log.cleanup.policy",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
     "compression.type": "compression.type",
+    "compression.zstd.level": "compression.zstd.level",
     "delete.retention.ms": "log.cleaner.delete.retention.ms",
     "file.delete.delay.ms": "log.segment.delete.delay.ms",
     "flush.messages": "log.flush.interval.messages",
     "flush.ms": "log.flush.interval.ms",
     "index.interval.bytes": "log.index.interval.bytes",
+    "local.retention.bytes": "log.local.retention.bytes",
+    "local.retention.ms": "log.local.retention.ms",
     "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
     "max.message.bytes": "message.max.bytes",
+    "message.downconversion.enable": "log.message.downconversion.enable",
+    "message.format.version": "log.message.format.version",
     "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
     "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
     "message.timestamp.type": "log.message.timestamp.type",
     "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
     "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
@@ -183,8 +275,8 @@ TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
 _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("node.id", INT, 1, validator=_nonneg),
     ConfigDef("broker.id", INT, -1),
-    ConfigDef("listeners", LIST, ["PLAINTEXT://127.0.0.1:9092"]),
-    ConfigDef("advertised.listeners", LIST, None),
+    ConfigDef("listeners", LIST, ["PLAINTEXT://127.0.0.1:9092"], reported_type=STRING),
+    ConfigDef("advertised.listeners", LIST, None, reported_type=STRING),
     ConfigDef("log.dirs", STRING, "./data"),
     ConfigDef("log.dir", STRING, None),
     ConfigDef("socket.request.max.bytes", INT, 104_857_600, validator=_positive),
@@ -225,7 +317,7 @@ def _synonym_defs() -> list[ConfigDef]:
     return [
         dataclasses.replace(defn, name=TOPIC_CONFIG_SYNONYMS[name],
                             default=None if name in _SYNONYMS_WITHOUT_DEFAULT else defn.default)
-        for name, defn in TOPIC_CONFIGS.items()
+        for name, defn in TOPIC_CONFIGS.items() if name in TOPIC_CONFIG_SYNONYMS
     ]
 
 
@@ -405,7 +497,9 @@ class BrokerConfig:
         if topic_config == "flush.ms":
             flush = self.values.get("log.flush.interval.ms")
             return TOPIC_CONFIGS["flush.ms"].default if flush is None else flush
-        synonym = TOPIC_CONFIG_SYNONYMS[topic_config]
+        synonym = TOPIC_CONFIG_SYNONYMS.get(topic_config)
+        if synonym is None:  # a topic-only config (remote storage, throttled replicas)
+            return TOPIC_CONFIGS[topic_config].default
         return self.values[synonym]
 
     @property

@@ -20,25 +20,26 @@ def _broker_source(config, name: str) -> int:
     return STATIC_BROKER_CONFIG if config.sources.get(name) == "static" else DEFAULT_CONFIG
 
 
-# Topic configs whose broker default can come from several properties, most
-# specific first (Kafka lists every one that is set, then the default).
-_SYNONYM_CHAINS = {
-    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-    "segment.ms": ("log.roll.ms", "log.roll.hours"),
-}
+def _synonym_entries(config, prop: str) -> list[dict]:
+    """A broker property's synonyms as Kafka lists them: the value it is set to
+    (STATIC_BROKER_CONFIG), then its default; nothing for a property with no value."""
+    defn = BROKER_CONFIGS[prop]
+    value = format_value(defn, config.get(prop))
+    if value is None:
+        return []
+    entries = [{"name": prop, "value": value, "source": _broker_source(config, prop)}]
+    default = format_value(defn, defn.default)
+    if entries[0]["source"] == STATIC_BROKER_CONFIG and default is not None:
+        entries.append({"name": prop, "value": default, "source": DEFAULT_CONFIG})
+    return entries
 
 
 def _broker_synonyms(config, topic_config: str) -> list[dict]:
-    chain = _SYNONYM_CHAINS.get(topic_config, (TOPIC_CONFIG_SYNONYMS[topic_config],))
-    synonyms = []
-    for prop in chain:
-        value = config.get(prop)
-        if value is None:
-            continue
-        source = _broker_source(config, prop)
-        synonyms.append({"name": prop, "value": format_value(BROKER_CONFIGS[prop], value),
-                         "source": source})
-    return synonyms
+    # Kafka looks at the topic config's first broker synonym only: retention.ms
+    # has none while log.retention.ms is unset, even though log.retention.hours
+    # supplies the value (checked against Kafka 3.9).
+    prop = TOPIC_CONFIG_SYNONYMS.get(topic_config)
+    return [] if prop is None else _synonym_entries(config, prop)
 
 
 def topic_config_values(broker, overrides: dict[str, str | None]):
@@ -69,4 +70,12 @@ def broker_config_values(broker):
     for name, defn in sorted(BROKER_CONFIGS.items()):
         value = format_value(defn, config.get(name))
         source = _broker_source(config, name)
-        yield name, value, source, [{"name": name, "value": value, "source": source}], defn
+        synonyms = _synonym_entries(config, name)
+        if name == "broker.id":
+            # A KRaft broker's broker.id is its node.id (KafkaConfig sets one from the other).
+            source = _broker_source(config, "node.id")
+            value = str(config.node_id)
+            synonyms = [{"name": name, "value": value, "source": source}]
+            if source == STATIC_BROKER_CONFIG:
+                synonyms.append({"name": name, "value": "-1", "source": DEFAULT_CONFIG})
+        yield name, value, source, synonyms, defn

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from broker.apis import api
 from broker.apis.configs import topic_config_entries
-from broker.topics.manager import TopicError
+from broker.topics.manager import TopicError, new_topic_id
 from protocol.errors import ErrorCode
 
 
@@ -37,7 +37,10 @@ def create_topics(ctx, request):
             results.append({"name": t.name, "error_code": exc.code, "error_message": exc.message})
             continue
         if request.validate_only:
+            # Kafka's controller answers a validate-only request with the id the
+            # topic would have had.
             results.append({"name": t.name, "error_code": ErrorCode.NONE,
+                            "topic_id": new_topic_id(),
                             "num_partitions": partitions, "replication_factor": rf,
                             "configs": topic_config_entries(ctx.broker, configs)})
             continue

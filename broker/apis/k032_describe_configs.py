@@ -8,7 +8,8 @@
   read-only) or empty (the cluster-wide dynamic defaults: none); any other name
   is INVALID_REQUEST, as Kafka's ConfigHelper answers.
 - BROKER_LOGGER (8): the broker's log level, for this node's id.
-- Other resource types: INVALID_REQUEST.
+- A resource type other than these fails the whole request: every resource
+  gets INVALID_REQUEST with Kafka's generic message, as KafkaApis answers.
 - ``configuration_keys`` null lists every config; otherwise only the named ones
   that exist.  v0 answers ``is_default``; v1+ ``config_source`` and, when asked,
   synonyms; v3+ the config type and, when asked, documentation.
@@ -37,11 +38,11 @@ def _entries(values, keys, include_synonyms, include_docs, read_only):
             "name": name,
             "value": value,
             "read_only": read_only,
-            "is_default": source == DEFAULT_CONFIG,
+            "is_default": False,  # Kafka answers false at v0 whatever the source
             "config_source": source,
             "is_sensitive": False,
             "synonyms": synonyms if include_synonyms else [],
-            "config_type": defn.type,
+            "config_type": defn.config_type,
             "documentation": (defn.doc or None) if include_docs else None,
         })
     return out
@@ -56,12 +57,27 @@ def _logger_values():
     yield "root", level, DYNAMIC_BROKER_LOGGER_CONFIG, [], _Def
 
 
+# The message of an error Kafka answers without one of its own (Errors.message()).
+_INVALID_REQUEST_MESSAGE = (
+    "This most likely occurs because of a request being malformed by the client library or "
+    "the message was sent to an incompatible broker. See the broker logs for more details.")
+
+
 @api(key=32, versions=(0, 4))
 def describe_configs(ctx, request):
     broker = ctx.broker
+    if any(res.resource_type not in (TOPIC, BROKER, BROKER_LOGGER) for res in request.resources):
+        # KafkaApis checks every resource type before answering any: one it does
+        # not know fails the whole request, each resource with INVALID_REQUEST.
+        return {"throttle_time_ms": 0, "results": [
+            {"error_code": ErrorCode.INVALID_REQUEST, "error_message": _INVALID_REQUEST_MESSAGE,
+             "resource_type": res.resource_type, "resource_name": res.resource_name,
+             "configs": []} for res in request.resources]}
     results = []
     for res in request.resources:
-        result = {"error_code": ErrorCode.NONE, "error_message": None,
+        # Kafka answers an empty message, not a null one, when there is no error
+        # and for an unknown topic.
+        result = {"error_code": ErrorCode.NONE, "error_message": "",
                   "resource_type": res.resource_type, "resource_name": res.resource_name,
                   "configs": []}
         keys = res.configuration_keys
@@ -74,7 +90,7 @@ def describe_configs(ctx, request):
                 result["error_message"] = invalid
             elif topic is None:
                 result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                result["error_message"] = f"The topic '{res.resource_name}' does not exist."
+
             else:
                 result["configs"] = _entries(topic_config_values(broker, topic.configs), keys,
                                              request.include_synonyms,
@@ -94,8 +110,5 @@ def describe_configs(ctx, request):
             else:
                 result["configs"] = _entries(_logger_values(), keys, False, False,
                                              read_only=False)
-        else:
-            result["error_code"] = ErrorCode.INVALID_REQUEST
-            result["error_message"] = f"Unsupported resource type {res.resource_type}"
         results.append(result)
     return {"throttle_time_ms": 0, "results": results}

@@ -67,15 +67,15 @@ def new_topic_id() -> uuid.UUID:
 def validate_topic_name(name: str) -> str | None:
     """None if valid, else Kafka's reason."""
     if not name:
-        return "Topic name is illegal, it can't be empty"
+        return "Topic name is invalid: the empty string is not allowed"
     if name in (".", ".."):
-        return "Topic name cannot be \".\" or \"..\""
+        return f"Topic name is invalid: '{name}' is not allowed"
     if len(name) > MAX_NAME_LENGTH:
-        return (f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, "
-                f"topic name: {name}")
+        return (f"Topic name is invalid: the length of '{name}' is longer than the max allowed "
+                f"length {MAX_NAME_LENGTH}")
     if not _LEGAL_NAME.match(name):
-        return (f"Topic name \"{name}\" is illegal, it contains a character other than ASCII "
-                "alphanumerics, '.', '_' and '-'")
+        return (f"Topic name is invalid: '{name}' contains one or more characters other than "
+                "ASCII alphanumerics, '.', '_' and '-'")
     return None
 
 
@@ -206,11 +206,15 @@ class TopicManager:
                 if not assignment.broker_ids:
                     raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                      f"Partition {index} has no replicas.")
-                if any(b != node for b in assignment.broker_ids) or \
-                        len(set(assignment.broker_ids)) != len(assignment.broker_ids):
+                other = [b for b in assignment.broker_ids if b != node]
+                if other:
                     raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     f"The manual partition assignment includes broker(s) that are "
-                                     f"not available: {list(assignment.broker_ids)}")
+                                     f"The manual partition assignment includes broker {other[0]}, "
+                                     "but no such broker is registered.")
+                if len(set(assignment.broker_ids)) != len(assignment.broker_ids):
+                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     "The manual partition assignment includes the partition "
+                                     "replicas more than once.")
             if seen != set(range(len(seen))):
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  "Partitions should be a consecutive 0-based integer sequence")
@@ -239,8 +243,12 @@ class TopicManager:
             try:
                 validate_topic_config(key, value)
             except ValueError as exc:
-                raise TopicError(ErrorCode.INVALID_CONFIG,
-                                 f"Invalid value {value} for configuration {key}: {exc}") from None
+                raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        if str(configs.get("remote.storage.enable", "")).strip().lower() == "true":
+            # kcoord has no tiered storage, like a Kafka with remote.log.storage.system.enable=false.
+            raise TopicError(ErrorCode.INVALID_CONFIG,
+                             "Tiered Storage functionality is disabled in the broker. "
+                             "Topic cannot be configured with remote log storage.")
         return num_partitions, replication_factor
 
     def create(self, name: str, num_partitions: int, configs: dict[str, str | None]) -> Topic:
