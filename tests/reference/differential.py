@@ -1,0 +1,221 @@
+"""The differential runner: one scripted request, sent to kcoord and to Apache Kafka.
+
+Both requests are the same bytes, built with the project's own schemas; both
+answers are decoded with the same codec, normalized, and compared field by
+field. ``Normalizer`` names every field allowed to differ and why; anything
+else that differs fails the test with the path of each differing field.
+
+A request body may be a callable taking the ``Side`` it is sent to, for the
+few requests that must carry a broker's own identifiers (a topic asked for by
+its id): ``lambda side: {"topics": [{"topic_id": side.topic_ids["t"]}]}``.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from broker.config import DEV_DEFAULTS, TOPIC_CONFIG_SYNONYMS
+from protocol.wire import ZERO_UUID
+from tests.reference.client import WireClient
+
+# Config sources (DescribeConfigsResponse.ConfigSource).
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+# The properties kcoord changes for development and the topic configs that take
+# their default from them. The reference Kafka gets the same values from its
+# server.properties, so it reports them as STATIC_BROKER_CONFIG; kcoord's own
+# defaults are these values, so it reports DEFAULT_CONFIG. Same value, same
+# effect; only the label differs.
+# offsets.topic.replication.factor is 1 on both, a default on kcoord (one node
+# holds one replica) and a static setting on the reference.
+_KCOORD_DEFAULTS = {**DEV_DEFAULTS, "offsets.topic.replication.factor": (1, 3)}
+_DEV_DEFAULT_NAMES = set(_KCOORD_DEFAULTS) | {"log.roll.ms"} | {
+    topic for topic, broker in TOPIC_CONFIG_SYNONYMS.items()
+    if broker in DEV_DEFAULTS or broker == "log.roll.ms"
+}
+_CLUSTER_ID = re.compile(r"^[A-Za-z0-9_-]{22}$")
+
+
+def is_kafka_cluster_id(value: str) -> bool:
+    """A cluster id as Kafka writes it: a UUID in 22 base64url characters."""
+    if not _CLUSTER_ID.match(value or ""):
+        return False
+    return len(base64.urlsafe_b64decode(value + "==")) == 16
+
+
+@dataclass
+class Side:
+    """One broker of the comparison and what was learned of its identifiers."""
+
+    name: str
+    bootstrap: str
+    port: int
+    cluster_id: str | None = None
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    _labels: dict[uuid.UUID, str] = field(default_factory=dict)
+
+    def label(self, topic_id: uuid.UUID) -> str:
+        """Topic ids are random on each broker: compared by consistency, the first id
+        seen in a test becomes ``<topic-id-0>`` on both sides, the next ``<topic-id-1>``."""
+        if topic_id not in self._labels:
+            self._labels[topic_id] = f"<topic-id-{len(self._labels)}>"
+        return self._labels[topic_id]
+
+
+class Normalizer:
+    """Replaces the fields that legitimately differ between two brokers."""
+
+    def __init__(self, side: Side):
+        self.side = side
+
+    def __call__(self, api_key: int, answer: dict) -> dict:
+        answer = self._walk(answer)
+        if api_key == 18:
+            # kcoord has no KRaft metadata log, so it has no feature levels
+            # (metadata.version ...) to list (docs/deviations.md).
+            for name in ("supported_features", "finalized_features", "finalized_features_epoch"):
+                answer.pop(name, None)
+        return answer
+
+    def _walk(self, value: Any, key: str | None = None) -> Any:
+        if isinstance(value, dict):
+            out = {k: self._walk(v, k) for k, v in value.items()}
+            if out.get("resource_type") == 4:
+                # kcoord serves no AlterConfigs: every broker property is read-only
+                # there, where Kafka's dynamic ones are not (docs/deviations.md).
+                for entry in out.get("configs", []):
+                    entry["read_only"] = "<broker property>"
+            if "documentation" in out:
+                # Kafka's config documentation is its own prose, which kcoord does not
+                # copy (docs/deviations.md): kcoord answers null for Kafka's configs.
+                out["documentation"] = "<documentation>"
+            self._learn_topic(out, value)
+            if out.get("name") in _DEV_DEFAULT_NAMES:
+                self._dev_default_source(out)
+            return out
+        if isinstance(value, list):
+            # Kafka answers partitions (and topics in a listing) in hash-map order:
+            # 3.9 lists a new topic's partition 1 before 0. Order carries no meaning.
+            # Sorted before walking, so that topic-id labels are given in name order.
+            if value and isinstance(value[0], dict):
+                if key == "partitions" and "partition_index" in value[0]:
+                    value = sorted(value, key=lambda p: p["partition_index"])
+                elif key in ("topics", "configs", "responses") and "name" in value[0]:
+                    # Topics in a listing, configs of a resource (Kafka keeps them in a
+                    # HashMap) and DeleteTopics results (ControllerApis builds them from
+                    # hash maps) also come in no meaningful order.
+                    value = sorted(value, key=lambda t: (t["name"] is None, t["name"] or "",
+                                                         t.get("error_code", 0)))
+            return [self._walk(v, key) for v in value]
+        if key == "port" and value == self.side.port:
+            return "<advertised port>"  # each broker listens on its own free port
+        if key == "cluster_id" and value:  # an error answer carries an empty one
+            # Each broker formats its own cluster id; it must be Kafka-shaped and stable.
+            assert is_kafka_cluster_id(value), f"{self.side.name}: bad cluster id {value!r}"
+            if self.side.cluster_id is None:
+                self.side.cluster_id = value
+            assert value == self.side.cluster_id, f"{self.side.name}: cluster id changed"
+            return "<cluster id>"
+        if key == "topic_id" and isinstance(value, uuid.UUID) and value != ZERO_UUID:
+            return self.side.label(value)
+        return value
+
+    @staticmethod
+    def _dev_default_source(entry: dict) -> None:
+        """See ``_DEV_DEFAULT_NAMES``: STATIC_BROKER_CONFIG there is DEFAULT_CONFIG here,
+        and the synonym carrying Kafka's production default (which follows a static
+        value) is not one of kcoord's defaults."""
+        if entry.get("synonyms"):
+            entry["synonyms"] = [
+                s for s in entry["synonyms"]
+                if not (s["name"] in _KCOORD_DEFAULTS
+                        and s["value"] == str(_KCOORD_DEFAULTS[s["name"]][1]))]
+        for source in ("config_source", "source"):  # a config entry, a synonym
+            if entry.get(source) == STATIC_BROKER_CONFIG:
+                entry[source] = DEFAULT_CONFIG
+
+    def _learn_topic(self, out: dict, raw: dict) -> None:
+        name, topic_id = raw.get("name"), raw.get("topic_id")
+        if isinstance(name, str) and isinstance(topic_id, uuid.UUID) and topic_id != ZERO_UUID:
+            self.side.topic_ids[name] = topic_id
+
+
+def differences(ours: Any, theirs: Any, path: str = "") -> list[str]:
+    """Every field path where two decoded answers differ."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        found = []
+        for k in list(ours) + [k for k in theirs if k not in ours]:
+            if k not in ours or k not in theirs:
+                found.append(f"{path}.{k}: kcoord {ours.get(k, '<absent>')!r}, "
+                             f"Kafka {theirs.get(k, '<absent>')!r}")
+            else:
+                found += differences(ours[k], theirs[k], f"{path}.{k}")
+        return found
+    if isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
+        found = []
+        for i, (a, b) in enumerate(zip(ours, theirs)):
+            found += differences(a, b, f"{path}[{i}]")
+        return found
+    if ours != theirs:
+        return [f"{path or '.'}: kcoord {ours!r}, Kafka {theirs!r}"]
+    return []
+
+
+Body = dict | Callable[[Side], dict] | None
+
+
+class Differential:
+    """Sends the same requests to kcoord and to one Kafka and compares the answers."""
+
+    def __init__(self, kcoord_bootstrap: str, kafka_bootstrap: str, kafka_name: str = "Kafka"):
+        self.kcoord = Side("kcoord", kcoord_bootstrap, int(kcoord_bootstrap.rsplit(":", 1)[1]))
+        self.kafka = Side(kafka_name, kafka_bootstrap, int(kafka_bootstrap.rsplit(":", 1)[1]))
+
+    def ask(self, api_key: int, version: int, body: Body = None) -> tuple[dict, dict]:
+        """Both normalized answers, kcoord's first."""
+        return self._ask(self.kcoord, api_key, version, body), \
+            self._ask(self.kafka, api_key, version, body)
+
+    def _ask(self, side: Side, api_key: int, version: int, body: Body) -> dict:
+        request = body(side) if callable(body) else body
+        with WireClient.to(side.bootstrap) as client:
+            answer = client.call(api_key, version, request)
+        return Normalizer(side)(api_key, answer)
+
+    def create_topics(self, *names: str, partitions: int = 1, timeout: float = 30) -> None:
+        """Create topics on both brokers (CreateTopics v4, which every reference serves)
+        and wait until both list them with a leader: Kafka's metadata cache learns of
+        a new topic a little after CreateTopics answers."""
+        body = {"topics": [{"name": n, "num_partitions": partitions, "replication_factor": 1,
+                            "assignments": [], "configs": []} for n in names],
+                "timeout_ms": 10000, "validate_only": False}
+        for side in (self.kcoord, self.kafka):
+            answer = self._ask(side, 19, 4, body)
+            assert [t["error_code"] for t in answer["topics"]] == [0] * len(names), answer
+            self.wait_for_topics(side, names, timeout)
+
+    def wait_for_topics(self, side: Side, names, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        body = {"topics": [{"name": n} for n in names], "allow_auto_topic_creation": False}
+        with WireClient.to(side.bootstrap) as client:
+            while True:
+                topics = client.call(3, 4, body)["topics"]
+                if all(t["error_code"] == 0 and t["partitions"]
+                       and all(p["leader_id"] >= 0 for p in t["partitions"]) for t in topics):
+                    return
+                assert time.monotonic() < deadline, f"{side.name}: topics not ready: {topics}"
+                time.sleep(0.05)
+
+    def same(self, api_key: int, version: int, body: Body = None) -> dict:
+        """Assert both brokers give the same (normalized) answer; return it."""
+        ours, theirs = self.ask(api_key, version, body)
+        found = differences(ours, theirs)
+        assert not found, (f"api {api_key} v{version}: kcoord and {self.kafka.name} differ:\n  "
+                           + "\n  ".join(found))
+        return ours

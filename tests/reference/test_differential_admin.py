@@ -1,0 +1,361 @@
+"""kcoord and Apache Kafka answer the same scripted requests the same way.
+
+Every request is sent at every version kcoord serves to a reference Kafka that
+serves it too: Kafka 3.9 for all of them (the versions kcoord advertises and the
+topic configs it knows are 3.9's), and Kafka 4.x as well wherever 4.x still
+serves the version and its answer has not changed shape (Metadata, DeleteTopics,
+DescribeCluster). Topic names carry the version and a test tag so that the
+shared brokers never see one twice.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from broker.apis import advertised_versions
+from tests.reference.client import WireClient
+from tests.reference.differential import Differential, differences
+
+SERVED = {key: (low, high) for key, low, high in advertised_versions()}
+MAIN_RANGES = {3: (0, 13), 19: (2, 7), 20: (1, 6), 32: (1, 4), 60: (0, 2)}
+
+
+def versions(key: int) -> list[int]:
+    low, high = SERVED[key]
+    return list(range(low, high + 1))
+
+
+def references(key: int) -> list[tuple[str, int]]:
+    """(reference, version) pairs: every served version against each Kafka serving it."""
+    pairs = [("legacy", v) for v in versions(key)]
+    if key in (3, 20, 60):
+        low, high = MAIN_RANGES[key]
+        pairs += [("main", v) for v in versions(key) if low <= v <= high]
+    return pairs
+
+
+@pytest.fixture
+def diff(reference_pair):
+    def make(which: str) -> Differential:
+        kcoord, ref = reference_pair(which)
+        return Differential(kcoord.bootstrap, ref.bootstrap, f"Kafka {ref.version}")
+    return make
+
+
+def _topic(name, partitions=1, replication=1, configs=(), assignments=()):
+    return {"name": name, "num_partitions": partitions, "replication_factor": replication,
+            "assignments": list(assignments),
+            "configs": [{"name": k, "value": v} for k, v in configs]}
+
+
+def _create(d: Differential, version: int, *topics, validate_only=False):
+    return d.same(19, version, {"topics": list(topics), "timeout_ms": 10000,
+                                "validate_only": validate_only})
+
+
+def _metadata_names(names, version):
+    if version >= 10:
+        return [{"name": n, "topic_id": uuid.UUID(int=0)} for n in names]
+    return [{"name": n} for n in names]
+
+
+# -- ApiVersions ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", versions(18))
+def test_api_versions_same_ranges_as_kafka_39(diff, version):
+    d = diff("legacy")
+    body = {"client_software_name": "kcoord-ref", "client_software_version": "1.0"}
+    ours, theirs = d.ask(18, version, body)
+    # kcoord advertises only what it serves (a subset of Kafka's APIs), each at
+    # exactly Kafka 3.9's range.
+    served = {k["api_key"] for k in ours["api_keys"]}
+    theirs["api_keys"] = [k for k in theirs["api_keys"] if k["api_key"] in served]
+    assert not differences(ours, theirs)
+    assert served == set(SERVED)
+
+
+def test_api_versions_lists_no_features(reference_pair):
+    """kcoord has no KRaft feature levels (docs/deviations.md); Kafka lists them."""
+    for which in ("legacy", "main"):
+        kcoord, ref = reference_pair(which)
+        body = {"client_software_name": "kcoord-ref", "client_software_version": "1.0"}
+        with WireClient.to(kcoord.bootstrap) as ours, WireClient.to(ref.bootstrap) as theirs:
+            mine, kafkas = ours.call(18, 3, body), theirs.call(18, 3, body)
+        assert mine["supported_features"] == mine["finalized_features"] == []
+        assert mine["finalized_features_epoch"] == -1
+        assert "metadata.version" in {f["name"] for f in kafkas["finalized_features"]}
+
+
+def _api_versions_frame(version: int) -> bytes:
+    """ApiVersions at a version neither broker knows: only the header can be read."""
+    import struct
+    header = struct.pack(">hhi", 18, version, 7) + struct.pack(">h", 3) + b"ref" + b"\x00"
+    body = b"\x03kp\x02v\x00"
+    return struct.pack(">i", len(header + body)) + header + body
+
+
+@pytest.mark.parametrize("which", ["legacy", "main"])
+def test_api_versions_unknown_version_fallback_matches_kafka(diff, which):
+    d = diff(which)
+    frames = []
+    for side in (d.kcoord, d.kafka):
+        with WireClient.to(side.bootstrap) as client:
+            client.send_raw(_api_versions_frame(127))
+            frames.append(client.recv_frame())
+    ours, theirs = frames
+    # Same layout: header v0, error 35, one entry for ApiVersions with the
+    # broker's own range (4.x knows v5, so only the range may differ there).
+    assert ours[:12] == theirs[:12] == bytes.fromhex("00000007" "0023" "00000001" "0012")
+    assert ours[12:] == bytes.fromhex("0000" "0004")
+    if which == "legacy":
+        assert ours == theirs
+
+
+def test_api_versions_v3_bad_software_name_matches_kafka(diff):
+    d = diff("legacy")
+    d.same(18, 3, {"client_software_name": "bad name!", "client_software_version": "1"})
+    d.same(18, 3, {"client_software_name": "ok", "client_software_version": "-1"})
+
+
+# -- Metadata ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("which,version", references(3))
+def test_metadata_named_unknown_and_all(diff, which, version):
+    d = diff(which)
+    name = f"md-{which}-{version}"
+    d.create_topics(name, partitions=3)
+    body = {"topics": _metadata_names([name], version), "allow_auto_topic_creation": False}
+    answer = d.same(3, version, body)
+    assert [p["partition_index"] for p in answer["topics"][0]["partitions"]] == [0, 1, 2]
+    if version >= 4:
+        unknown = {"topics": _metadata_names([f"md-missing-{version}"], version),
+                   "allow_auto_topic_creation": False}
+        assert d.same(3, version, unknown)["topics"][0]["error_code"] == 3
+    everything = {"topics": None if version >= 1 else [], "allow_auto_topic_creation": False}
+    listing = d.same(3, version, everything)
+    assert name in {t["name"] for t in listing["topics"]}
+    assert "__consumer_offsets" in {t["name"] for t in listing["topics"]}
+    if version >= 1:
+        assert d.same(3, version, {"topics": [], "allow_auto_topic_creation": False})["topics"] == []
+
+
+@pytest.mark.parametrize("which,version", [r for r in references(3) if r[1] >= 10])
+def test_metadata_by_topic_id(diff, which, version):
+    d = diff(which)
+    name = f"md-id-{which}-{version}"
+    d.create_topics(name, partitions=2)
+    d.same(3, version, {"topics": _metadata_names([name], version),
+                        "allow_auto_topic_creation": False})
+    if version < 12:
+        return
+    by_id = lambda side: {"topics": [{"name": None, "topic_id": side.topic_ids[name]}],  # noqa: E731
+                          "allow_auto_topic_creation": False}
+    answer = d.same(3, version, by_id)
+    assert answer["topics"][0]["name"] == name
+    unknown = {"topics": [{"name": None, "topic_id": uuid.UUID(int=12345)}],
+               "allow_auto_topic_creation": False}
+    assert d.same(3, version, unknown)["topics"][0]["error_code"] == 100  # UNKNOWN_TOPIC_ID
+
+
+@pytest.mark.parametrize("which,version", references(3))
+def test_metadata_auto_create(diff, which, version):
+    """kcoord answers a new topic at once; Kafka (KRaft) first answers
+    UNKNOWN_TOPIC_OR_PARTITION while its controller creates the topic
+    (docs/deviations.md). Once Kafka has the topic both answers are the same."""
+    d = diff(which)
+    name = f"md-auto-{which}-{version}"
+    body = {"topics": _metadata_names([name], version), "allow_auto_topic_creation": True}
+    ours, theirs = d.ask(3, version, body)
+    assert ours["topics"][0]["error_code"] == 0
+    assert theirs["topics"][0]["error_code"] in (0, 3)
+    d.wait_for_topics(d.kafka, [name])
+    d.same(3, version, body)
+
+
+# -- CreateTopics ------------------------------------------------------------------
+
+
+def _reject_cases(tag):
+    return [
+        _topic(f"ct-{tag}-zero", 0),
+        _topic(f"ct-{tag}-rf2", 1, 2),
+        _topic(f"ct-{tag}-rf0", 1, 0),
+        _topic(f"ct-{tag}-seg", 1, configs=[("segment.bytes", "1")]),
+        _topic(f"ct-{tag}-unknown-config", 1, configs=[("no.such.config", "1")]),
+        _topic(f"ct-{tag}-policy", 1, configs=[("cleanup.policy", "bogus")]),
+        _topic(f"ct-{tag}-ratio", 1, configs=[("min.cleanable.dirty.ratio", "2")]),
+        _topic(f"ct-{tag}-retention", 1, configs=[("retention.ms", "-5")]),
+        _topic(f"ct-{tag}-int", 1, configs=[("segment.bytes", "x")]),
+        _topic(f"ct-{tag}-bool", 1, configs=[("preallocate", "yes")]),
+        _topic(f"ct-{tag}-ts-type", 1, configs=[("message.timestamp.type", "Now")]),
+        _topic(f"ct-{tag}-gzip", 1, configs=[("compression.gzip.level", "0")]),
+        _topic(f"ct-{tag}-remote", 1, configs=[("remote.storage.enable", "true")]),
+        _topic(f"ct-{tag}-assign-other-broker", -1, -1,
+               assignments=[{"partition_index": 0, "broker_ids": [2]}]),
+        _topic("bad name!"),
+        _topic("a" * 250),
+        _topic("."),
+        _topic(".."),
+        _topic(""),
+        _topic("__consumer_offsets"),
+    ]
+
+
+@pytest.mark.parametrize("version", versions(19))
+def test_create_topics_errors_match_kafka(diff, version):
+    d = diff("legacy")
+    answer = _create(d, version, *_reject_cases(f"v{version}"))
+    assert all(t["error_code"] != 0 for t in answer["topics"])
+
+
+@pytest.mark.parametrize("version", versions(19))
+def test_create_topics_success_existing_and_validate_only(diff, version):
+    d = diff("legacy")
+    name = f"ct-ok-v{version}"
+    configs = [("cleanup.policy", "compact"), ("retention.ms", "1000"),
+               ("compression.type", "zstd"), ("max.message.bytes", "5000"),
+               ("compression.zstd.level", "5"), ("message.downconversion.enable", "false")]
+    assert _create(d, version, _topic(f"{name}-dry", 4, configs=configs),
+                   validate_only=version >= 1)["topics"][0]["error_code"] == 0
+    created = _create(d, version, _topic(name, 2, configs=configs),
+                      _topic(f"{name}-assigned", -1, -1,
+                             assignments=[{"partition_index": 0, "broker_ids": [1]},
+                                          {"partition_index": 1, "broker_ids": [1]}]))
+    assert [t["error_code"] for t in created["topics"]] == [0, 0]
+    again = _create(d, version, _topic(name, 2))
+    assert again["topics"][0]["error_code"] == 36  # TOPIC_ALREADY_EXISTS
+    if version >= 1:
+        dup = _create(d, version, _topic(f"{name}-dup"), _topic(f"{name}-dup"))
+        assert dup["topics"][0]["error_code"] == 42
+
+
+# -- DeleteTopics --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("which,version", references(20))
+def test_delete_topics_by_name_and_id(diff, which, version):
+    d = diff(which)
+    name = f"dt-{which}-{version}"
+    d.create_topics(name, f"{name}-b")
+    if version >= 6:
+        d.same(3, 12, {"topics": _metadata_names([f"{name}-b"], 12),
+                       "allow_auto_topic_creation": False})
+        body = lambda side: {"topics": [  # noqa: E731
+            {"name": name, "topic_id": uuid.UUID(int=0)},
+            {"name": None, "topic_id": side.topic_ids[f"{name}-b"]},
+            {"name": None, "topic_id": uuid.UUID(int=777)},
+            {"name": f"{name}-missing", "topic_id": uuid.UUID(int=0)},
+        ], "timeout_ms": 10000}
+    else:
+        body = {"topic_names": [name, f"{name}-b", f"{name}-missing"], "timeout_ms": 10000}
+    answer = d.same(20, version, body)
+    assert sorted(r["error_code"] for r in answer["responses"])[0] == 0
+    missing = {"topic_names": [name], "topics": [{"name": name, "topic_id": uuid.UUID(int=0)}],
+               "timeout_ms": 10000}
+    assert d.same(20, version, missing)["responses"][0]["error_code"] == 3
+
+
+# -- DescribeConfigs -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", versions(32))
+def test_describe_configs_topic(diff, version):
+    d = diff("legacy")
+    name = f"dc-v{version}"
+    _create(d, 4, _topic(name, 1, configs=[("retention.ms", "1234"),
+                                           ("cleanup.policy", "compact,delete")]))
+    d.wait_for_topics(d.kafka, [name])
+    for synonyms in (False, True):
+        for docs in (False, True):
+            for keys in (None, ["retention.ms", "segment.bytes", "no.such.config"]):
+                d.same(32, version, {"resources": [
+                    {"resource_type": 2, "resource_name": name, "configuration_keys": keys},
+                    {"resource_type": 2, "resource_name": f"{name}-missing",
+                     "configuration_keys": None},
+                    {"resource_type": 2, "resource_name": "bad name!", "configuration_keys": None},
+                ], "include_synonyms": synonyms, "include_documentation": docs})
+
+
+@pytest.mark.parametrize("version", versions(32))
+def test_describe_configs_broker_answers_kafka_values_for_what_kcoord_knows(diff, version):
+    """Kafka lists every one of its hundreds of broker properties; kcoord lists the
+    ones it implements (docs/deviations.md). Each one kcoord lists must be one
+    Kafka lists, with the same value, source, synonyms, type and read-only flag."""
+    d = diff("legacy")
+    body = {"resources": [{"resource_type": 4, "resource_name": "1", "configuration_keys": None}],
+            "include_synonyms": version >= 1, "include_documentation": False}
+    ours, theirs = d.ask(32, version, body)
+    mine = {c["name"]: c for c in ours["results"][0]["configs"]}
+    kafkas = {c["name"]: c for c in theirs["results"][0]["configs"]}
+    assert set(mine) - set(kafkas) <= {"kcoord.fsync.policy"}
+    assert len(kafkas) > 2 * len(mine)
+    # kcoord serves no AlterConfigs, so none of its broker properties can be
+    # changed at run time: it reports every one read-only where Kafka reports its
+    # dynamic ones writable (docs/deviations.md).
+    with WireClient.to(d.kcoord.bootstrap) as client:
+        raw = client.call(32, version, body)["results"][0]["configs"]
+    assert all(c["read_only"] for c in raw)
+    for configs in (mine, kafkas):
+        for name, entry in configs.items():
+            if name in ("listeners", "advertised.listeners", "log.dirs", "log.dir"):
+                # Each broker's own addresses and folders (the reference sets
+                # advertised.listeners; kcoord's default advertises the listener).
+                entry.update(value="<own>", synonyms=[], config_source="<own>")
+            if name == "node.id":
+                # Kafka has no default node id (KRaft requires one); kcoord's is 1.
+                entry["synonyms"] = entry["synonyms"][:1]
+    theirs["results"][0]["configs"] = [kafkas[n] for n in mine if n in kafkas]
+    ours["results"][0]["configs"] = [mine[n] for n in mine if n in kafkas]
+    found = differences(ours, theirs)
+    assert not found, "\n".join(found)
+
+
+def test_describe_configs_documentation_is_not_kafkas(reference_pair):
+    """Kafka's config descriptions are its own text; kcoord answers null for them
+    and its own line for its own property (docs/deviations.md)."""
+    kcoord, ref = reference_pair("legacy")
+    body = {"resources": [{"resource_type": 4, "resource_name": "1",
+                           "configuration_keys": ["log.segment.bytes", "kcoord.fsync.policy"]}],
+            "include_synonyms": False, "include_documentation": True}
+    with WireClient.to(kcoord.bootstrap) as ours, WireClient.to(ref.bootstrap) as theirs:
+        mine = {c["name"]: c["documentation"] for c in ours.call(32, 4, body)["results"][0]["configs"]}
+        kafkas = {c["name"]: c["documentation"]
+                  for c in theirs.call(32, 4, body)["results"][0]["configs"]}
+    assert mine["log.segment.bytes"] is None and kafkas["log.segment.bytes"]
+    assert mine["kcoord.fsync.policy"] and "kcoord.fsync.policy" not in kafkas
+
+
+@pytest.mark.parametrize("version", versions(32))
+def test_describe_configs_named_broker_keys_and_bad_resources(diff, version):
+    d = diff("legacy")
+    d.same(32, version, {"resources": [
+        {"resource_type": 4, "resource_name": "1",
+         "configuration_keys": ["num.partitions", "log.segment.bytes", "auto.create.topics.enable",
+                                "no.such.property"]},
+        {"resource_type": 4, "resource_name": "7", "configuration_keys": None},
+        {"resource_type": 4, "resource_name": "", "configuration_keys": None},
+    ], "include_synonyms": True})
+    unknown_type = d.same(32, version, {"resources": [
+        {"resource_type": 2, "resource_name": "__consumer_offsets", "configuration_keys": None},
+        {"resource_type": 99, "resource_name": "x", "configuration_keys": None},
+    ]})
+    assert [r["error_code"] for r in unknown_type["results"]] == [42, 42]
+
+
+# -- DescribeCluster -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("which,version", references(60))
+def test_describe_cluster(diff, which, version):
+    d = diff(which)
+    for endpoint_type in (1, 2, 3):
+        if version == 0 and endpoint_type != 1:
+            continue
+        for include in (False, True):
+            d.same(60, version, {"include_cluster_authorized_operations": include,
+                                 "endpoint_type": endpoint_type})
+

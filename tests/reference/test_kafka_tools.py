@@ -1,0 +1,99 @@
+"""Apache Kafka's own command-line tools, run from the resolved jars against kcoord.
+
+Each tool is run the way its script runs it (``kafka-topics.sh`` is
+``java org.apache.kafka.tools.TopicCommand``), against a kcoord of its own
+(``make_broker``), and what it prints is checked as a user reads it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from storage.config import LogConfig
+from storage.log import PartitionLog
+from tests.reference import kafka
+from tests.storage.helpers import batch
+
+
+@pytest.fixture(scope="module")
+def tools(_reference_pool):
+    """The Kafka jars, resolved (and skipped or failed like the reference brokers)."""
+    _reference_pool.get(kafka.MAIN_VERSION)
+    return kafka
+
+
+def _run(main_class: str, *args: str) -> str:
+    done = kafka.run_tool(main_class, *args)
+    assert done.returncode == 0, f"{main_class} {args} exited {done.returncode}:\n" \
+                                 f"{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def test_kafka_topics_create_list_describe_delete(tools, make_broker):
+    node = make_broker()
+    topics = "org.apache.kafka.tools.TopicCommand"
+    server = ("--bootstrap-server", node.bootstrap)
+    out = _run(topics, *server, "--create", "--topic", "orders", "--partitions", "3",
+               "--replication-factor", "1", "--config", "cleanup.policy=compact")
+    assert "Created topic orders." in out
+    assert "orders" in _run(topics, *server, "--list").split()
+    described = _run(topics, *server, "--describe", "--topic", "orders")
+    assert re.search(r"Topic: orders\s+TopicId: \S+\s+PartitionCount: 3\s+ReplicationFactor: 1",
+                     described)
+    assert "cleanup.policy=compact" in described
+    for p in range(3):
+        assert re.search(rf"Partition: {p}\s+Leader: 1\s+Replicas: 1\s+Isr: 1", described)
+    bad = kafka.run_tool(topics, *server, "--create", "--topic", "orders", "--partitions", "1")
+    assert bad.returncode != 0 and "already exists" in bad.stdout + bad.stderr
+    _run(topics, *server, "--delete", "--topic", "orders")
+    assert "orders" not in _run(topics, *server, "--list").split()
+
+
+def test_kafka_configs_describe_topic_and_broker(tools, make_broker):
+    node = make_broker()
+    node.call(lambda: node.broker.topics.create("configured", 1, {"retention.ms": "1234"}))
+    configs = "org.apache.kafka.tools.ConfigCommand"
+    server = ("--bootstrap-server", node.bootstrap)
+    out = _run(configs, *server, "--describe", "--entity-type", "topics",
+               "--entity-name", "configured")
+    assert "retention.ms=1234" in out
+    everything = _run(configs, *server, "--describe", "--all", "--entity-type", "topics",
+                      "--entity-name", "configured")
+    assert "segment.bytes=67108864" in everything and "cleanup.policy=delete" in everything
+    broker = _run(configs, *server, "--describe", "--all", "--entity-type", "brokers",
+                  "--entity-name", "1")
+    assert "num.partitions=1" in broker
+    assert "group.initial.rebalance.delay.ms=0" in broker
+
+
+def test_kafka_broker_api_versions(tools, make_broker):
+    node = make_broker()
+    out = _run("org.apache.kafka.tools.BrokerApiVersionsCommand",
+               "--bootstrap-server", node.bootstrap)
+    assert f"127.0.0.1:{node.port} (id: 1 rack: null" in out
+    assert re.search(r"Metadata\(3\): 0 to 12 \[usable: 12\]", out)
+    assert re.search(r"CreateTopics\(19\): 0 to 7 \[usable: 7\]", out)
+    assert re.search(r"Produce\(0\): UNSUPPORTED", out)
+
+
+def test_dump_log_segments_reads_every_segment_kcoord_writes(tools, make_broker, tmp_path):
+    """Kafka's DumpLogSegments reads the .log, .index and .timeindex files kcoord
+    writes, batch by batch and record by record, with no error."""
+    directory = tmp_path / "dumped-0"
+    log = PartitionLog(str(directory), LogConfig(segment_bytes=4096, index_interval_bytes=200))
+    for i in range(80):
+        log.append(batch([f"value-{i}".encode() * 4] * 2, keys=[b"a%d" % i, b"b%d" % i],
+                         ts=1_000 + i, codec=i % 2))
+    log.close()
+    segments = sorted(directory.glob("*.log"))
+    assert len(segments) > 1
+    files = [str(p) for p in sorted(directory.iterdir())
+             if p.suffix in (".log", ".index", ".timeindex")]
+    out = _run("org.apache.kafka.tools.DumpLogSegments", "--deep-iteration", "--files",
+               ",".join(files))
+    assert "Exception" not in out and "corrupt" not in out.lower()
+    offsets = [int(m) for m in re.findall(r"\| offset: (\d+)", out)]
+    assert offsets == list(range(160))
+    assert len(re.findall(r"Dumping .*\.index", out)) == len(segments)
