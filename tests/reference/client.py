@@ -13,6 +13,7 @@ import socket
 import struct
 from typing import Any
 
+from broker.healthcheck import recv_exact
 from protocol.headers import frame_request, response_header_codec, response_header_version
 from protocol.messages import ALL_APIS
 from protocol.schema import Api
@@ -73,27 +74,5 @@ class WireClient:
         self.sock.sendall(payload)
 
     def recv_frame(self) -> bytes:
-        (size,) = _SIZE.unpack(self._recv_exact(4))
-        return self._recv_exact(size)
-
-    def _recv_exact(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = self.sock.recv(n)
-            if not chunk:
-                raise ConnectionError("connection closed by the broker")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
-
-    def closed_by_peer(self, wait: float = 5) -> bool:
-        """True when the broker closes this connection (EOF or reset) within ``wait`` s."""
-        self.sock.settimeout(wait)
-        try:
-            while True:
-                if not self.sock.recv(65536):
-                    return True
-        except (ConnectionResetError, BrokenPipeError):
-            return True
-        except socket.timeout:
-            return False
+        (size,) = _SIZE.unpack(recv_exact(self.sock, 4))
+        return recv_exact(self.sock, size)
