@@ -116,7 +116,7 @@ def reference_pair(request, tmp_path_factory):
             # node.id set as the reference's server.properties sets it (Kafka's KRaft
             # mode requires it), so that both report it as a static broker config.
             partners[which] = BrokerThread(tmp_path_factory.mktemp(f"kcoord-{which}"),
-                                           {"node.id": kafka.NODE_ID}).start()
+                                           kafka.KCOORD_STATIC_PROPERTIES).start()
         return partners[which], reference
 
     yield get

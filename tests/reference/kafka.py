@@ -41,6 +41,8 @@ MAIN_VERSION = "4.4.0"
 LEGACY_VERSION = "3.9.2"
 
 NODE_ID = 1  # the same as kcoord's default node.id, so node ids need no normalizing
+# Set in the server.properties of both the reference and the kcoord beside it.
+KCOORD_STATIC_PROPERTIES = {"node.id": NODE_ID, "num.partitions": 1}
 POM = Path(__file__).with_name("pom.xml")
 
 # kafka-run-class.sh's defaults (KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS), so
@@ -160,6 +162,9 @@ def broker_properties(data_dir: Path, port: int, controller_port: int,
         "transaction.state.log.min.isr": 1,
         "share.coordinator.state.topic.replication.factor": 1,
         "share.coordinator.state.topic.min.isr": 1,
+        # Kafka's default, set in the file so that a static property with its
+        # default behind it is compared too (KCOORD_STATIC_PROPERTIES).
+        **KCOORD_STATIC_PROPERTIES,
     }
     props.update({name: dev for name, (dev, _kafka) in DEV_DEFAULTS.items()})
     props.update(extra or {})

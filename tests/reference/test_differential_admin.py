@@ -190,6 +190,8 @@ def _reject_cases(tag):
         _topic(f"ct-{tag}-ratio", 1, configs=[("min.cleanable.dirty.ratio", "2")]),
         _topic(f"ct-{tag}-retention", 1, configs=[("retention.ms", "-5")]),
         _topic(f"ct-{tag}-int", 1, configs=[("segment.bytes", "x")]),
+        _topic(f"ct-{tag}-underscores", 1, configs=[("segment.bytes", "1_048_576")]),
+        _topic(f"ct-{tag}-list-gap", 1, configs=[("cleanup.policy", "compact,,delete")]),
         _topic(f"ct-{tag}-bool", 1, configs=[("preallocate", "yes")]),
         _topic(f"ct-{tag}-ts-type", 1, configs=[("message.timestamp.type", "Now")]),
         _topic(f"ct-{tag}-gzip", 1, configs=[("compression.gzip.level", "0")]),
