@@ -12,7 +12,7 @@ from broker.apis import load_handlers
 from broker.config import BrokerConfig
 from broker.meta import DirLock, load_or_create_identity
 from broker.server import KafkaConnection
-from broker.topics.manager import OFFSETS_TOPIC, Topic, TopicManager, topic_id_to_str
+from broker.topics.manager import TopicManager
 from storage.config import LogConfig
 from storage.manager import LogManager
 
@@ -54,14 +54,9 @@ class Broker:
             raise
         try:
             self.cluster_id = load_or_create_identity(self.data_dir, self.node_id)
-            self.topics.remove_leftover_deleted_dirs()
             self.topics.load()
             self.logs = LogManager(str(self.data_dir), config_for=self.log_config)
-            self.logs.open_all()
-            for topic in self.topics.topics.values():
-                if topic.name != OFFSETS_TOPIC:
-                    self._create_partition_logs(topic)
-            self.topics.listeners.append(self)
+            self.topics.attach(self.logs)
             await self._server.start_serving()
         except BaseException:
             self._server.close()
@@ -100,6 +95,7 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._maintenance, *self._passes, return_exceptions=True)
         self._maintenance.clear()
+        self.topics.close()
         if self.logs is not None:
             self.logs.close()
         self._lock.release()
@@ -109,27 +105,7 @@ class Broker:
 
     def log_config(self, topic_name: str) -> LogConfig | None:
         topic = self.topics.get(topic_name)
-        if topic is None:
-            return None
-        props = self.topics.effective_config_strings(topic)
-        props["flush.policy"] = self.config["kcoord.fsync.policy"]
-        return LogConfig.from_properties(props)
-
-    def _create_partition_logs(self, topic: Topic) -> None:
-        for p in range(topic.partitions):
-            plog = self.logs.get_or_create(topic.name, p)
-            marker = Path(plog.directory) / "partition.metadata"
-            if not marker.exists():
-                # Kafka's partition.metadata: the topic id the folder belongs to.
-                marker.write_text(f"version: 0\ntopic_id: {topic_id_to_str(topic.topic_id)}\n")
-
-    def on_topic_created(self, topic: Topic) -> None:
-        self._create_partition_logs(topic)
-
-    def on_topic_deleted(self, topic: Topic) -> None:
-        for p in range(topic.partitions):
-            if self.logs.get(topic.name, p) is not None:
-                self.logs.delete(topic.name, p)
+        return None if topic is None else self.topics.log_config(topic)
 
     # -- background maintenance: retention and compaction --------------------------
 
@@ -161,7 +137,8 @@ class Broker:
             log.exception("maintenance.failed", action=action.__name__)
 
     async def _retention_pass(self) -> None:
-        deleted = self.logs.run_retention()
+        loop = asyncio.get_running_loop()
+        deleted = await loop.run_in_executor(None, self.logs.run_retention)
         if deleted:
             log.info("retention.segments_deleted", segments=deleted)
 

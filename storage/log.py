@@ -135,18 +135,16 @@ class PartitionLog:
             # the recovery point and all later ones (LogLoader.recoverLog).
             i = bisect_right(ordered, self.recovery_point) - 1
             recover_from = ordered[max(i, 0)] if ordered else 0
-        maybe_compacted = self.config.compact or self.cleaner_offset is not None
         for n, base in enumerate(ordered):
             segment = LogSegment(
                 self.directory, base, index_interval_bytes=self.config.index_interval_bytes
             )
             if recover_from is not None and base >= recover_from:
                 before = segment.size
-                # Offsets of a log that may have been compacted can have gaps (also
-                # when its policy has since changed: the cleaner checkpoint says so);
-                # a log that never was must be contiguous, which catches a torn
-                # base offset, a field the CRC does not cover.
-                truncated = segment.recover(contiguous=not maybe_compacted)
+                # Offset gaps are never corruption (LogSegment.recover): compacted
+                # logs, logs whose policy changed and folders copied from a Kafka
+                # broker all have them.  Only invalid batches end the log.
+                truncated = segment.recover()
                 log.info(
                     "segment_recovered",
                     log=self.name,
@@ -606,8 +604,11 @@ class PartitionLog:
             # sets it to ``offset`` even inside a batch, which a reopen would undo).
             removed = active.truncate_to(offset)
             self._unflushed[active.base_offset] = active
-            self.recovery_point = min(self.recovery_point, offset)
-            if self.cleaner_offset is not None and self.cleaner_offset > offset:
+            end = self.log_end_offset
+            self.recovery_point = min(self.recovery_point, end)
+            # LocalLog.truncateTo: the log start never stays above the new end.
+            self.log_start_offset = min(self.log_start_offset, end)
+            if self.cleaner_offset is not None and self.cleaner_offset > end:
                 self.cleaner_offset = None
             log.info("log_truncated", log=self.name, offset=offset, bytes=removed)
 
@@ -666,15 +667,12 @@ class PartitionLog:
                 seg.close()
             self.closed = True
 
-    def delete(self) -> None:
-        """Close and remove the partition folder."""
-        import shutil
-
+    def close_files(self) -> None:
+        """Close the files without flushing (the log is being deleted)."""
         with self._lock:
             for seg in self.segments:
                 seg.close()
             self.closed = True
-            shutil.rmtree(self.directory, ignore_errors=True)
 
     def __repr__(self) -> str:
         return (

@@ -15,8 +15,12 @@ point is validated).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
+import shutil
+import threading
+import uuid
 from typing import Callable
 
 import structlog
@@ -45,24 +49,44 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
 
 
 def read_checkpoint(path: str) -> dict[tuple[str, int], int]:
-    """Read a Kafka offset checkpoint file; a missing or malformed file reads as empty."""
+    """Read a Kafka offset checkpoint file; a missing or unreadable file reads as empty.
+
+    A malformed entry line is skipped with a warning, keeping every good one:
+    a log without an entry is merely recovered from its start.
+    """
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().split("\n")
     except FileNotFoundError:
         return {}
     try:
-        if int(lines[0]) != 0:
-            return {}
-        count = int(lines[1])
-        out = {}
-        for line in lines[2 : 2 + count]:
-            topic, partition, offset = line.rsplit(" ", 2)
-            out[(topic, int(partition))] = int(offset)
-        return out
+        version, count = int(lines[0]), int(lines[1])
     except (IndexError, ValueError):
         log.warning("checkpoint_unreadable", path=path)
         return {}
+    if version != 0:
+        log.warning("checkpoint_unreadable", path=path, version=version)
+        return {}
+    out = {}
+    bad = 0
+    for line in lines[2:]:
+        if not line:
+            continue
+        parts = line.split(" ")
+        try:
+            if len(parts) != 3:
+                raise ValueError(line)
+            topic, partition, offset = parts[0], int(parts[1]), int(parts[2])
+            if not topic or partition < 0 or offset < 0:
+                raise ValueError(line)
+        except ValueError:
+            bad += 1
+            continue
+        out[(topic, partition)] = offset
+    if bad or len(out) != count:
+        log.warning("checkpoint_lines_skipped", path=path, expected=count, read=len(out),
+                    malformed=bad)
+    return out
 
 
 def write_checkpoint(path: str, entries: dict[tuple[str, int], int]) -> None:
@@ -72,8 +96,53 @@ def write_checkpoint(path: str, entries: dict[tuple[str, int], int]) -> None:
     write_atomically(path, "".join(body))
 
 
+PARTITION_METADATA_FILE = "partition.metadata"
+
+
+def write_partition_metadata(directory: str, topic_id: str) -> None:
+    """Kafka's ``partition.metadata``: the topic id the folder belongs to."""
+    write_atomically(os.path.join(directory, PARTITION_METADATA_FILE),
+                     f"version: 0\ntopic_id: {topic_id}\n")
+
+
+def read_partition_metadata(directory: str) -> str | None:
+    """The topic id in a folder's ``partition.metadata``; None if there is none,
+    ``""`` if it cannot be read (PartitionMetadataFile.read)."""
+    try:
+        with open(os.path.join(directory, PARTITION_METADATA_FILE), encoding="utf-8",
+                  errors="replace") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return None
+    fields = dict(line.split(": ", 1) for line in lines if ": " in line)
+    if fields.get("version") != "0":
+        return ""
+    return fields.get("topic_id", "")
+
+
+def suffixed_dir_name(name: str, suffix: str) -> str:
+    """``<topic>-<partition>.<unique id>-<suffix>`` (UnifiedLog.logDeleteDirName and
+    logStrayDirName): no longer a partition folder, never opened again."""
+    return f"{name}.{uuid.uuid4().hex}-{suffix}"
+
+
 class LogManager:
-    """Opens, creates and closes the partition logs of one data dir."""
+    """Opens, creates, deletes and closes the partition logs of one data dir.
+
+    Lifecycle rules, after Kafka's LogManager:
+
+    * a folder whose owner is unknown, or whose ``partition.metadata`` names
+      another topic id, is set aside as ``-stray`` at start and never opened;
+    * a deleted log's folder is renamed to ``-delete`` first (so a crash can
+      never bring it back), then removed;
+    * checkpoint entries belong to the logs open now: a partition created where
+      the checkpoint files still hold an entry of an older log of the same name
+      rewrites them before it takes any data.
+
+    ``create_partitions`` and ``remove_partitions`` do file work only and may
+    run in a worker thread; ``register`` and ``detach`` change the set of open
+    logs and run on the caller's (event loop) thread.
+    """
 
     def __init__(
         self,
@@ -91,9 +160,12 @@ class LogManager:
         os.makedirs(data_dir, exist_ok=True)
         marker = os.path.join(data_dir, CLEAN_SHUTDOWN_FILE)
         self.clean_shutdown = os.path.exists(marker)
+        self._checkpoint_lock = threading.RLock()
         self._recovery_points = read_checkpoint(os.path.join(data_dir, RECOVERY_POINT_FILE))
         self._log_starts = read_checkpoint(os.path.join(data_dir, LOG_START_FILE))
         self._cleaner_offsets = read_checkpoint(os.path.join(data_dir, CLEANER_FILE))
+        # Keys that the checkpoint files on disk hold an entry for.
+        self._on_disk = set(self._recovery_points) | set(self._log_starts) | set(self._cleaner_offsets)
 
     def _config(self, topic: str) -> LogConfig:
         if self.config_for is not None:
@@ -102,14 +174,40 @@ class LogManager:
                 return cfg
         return self.default_config
 
-    def open_all(self) -> list[PartitionLog]:
-        """Open every ``<topic>-<partition>`` folder; other files and folders are skipped."""
+    # --- opening ------------------------------------------------------------------------
+
+    def open_all(self, owner: Callable[[str, int], str | None] | None = None) -> list[PartitionLog]:
+        """Open every ``<topic>-<partition>`` folder; other files and folders are skipped.
+
+        With ``owner`` (topic id string of the topic that owns a partition, or
+        None), folders that no topic owns, or that belong to another topic id,
+        are renamed to ``-stray`` instead of being opened (LogManager's stray
+        detection in KRaft mode).
+        """
         opened = []
+        strays = 0
         for name in sorted(os.listdir(self.data_dir)):
             key = parse_partition_dir(name)
-            if key is None or not os.path.isdir(os.path.join(self.data_dir, name)):
+            path = os.path.join(self.data_dir, name)
+            if key is None or not os.path.isdir(path):
                 continue
+            if owner is not None:
+                expected = owner(*key)
+                found = read_partition_metadata(path)
+                if expected is None or (found is not None and found != expected):
+                    self._set_aside(path, key, expected, found)
+                    strays += 1
+                    continue
+                if found is None:
+                    write_partition_metadata(path, expected)
             opened.append(self._open(key))
+        if strays:
+            fsync_dir(self.data_dir)
+        with self._checkpoint_lock:
+            # Entries of logs that are gone are not written again.
+            for table in (self._recovery_points, self._log_starts, self._cleaner_offsets):
+                for key in [k for k in table if k not in self.logs]:
+                    del table[key]
         # The marker only vouches for the shutdown before this start.
         try:
             os.unlink(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE))
@@ -117,46 +215,157 @@ class LogManager:
             pass
         return opened
 
+    def _set_aside(self, path: str, key, expected, found) -> None:
+        stray = os.path.join(self.data_dir, suffixed_dir_name(os.path.basename(path), "stray"))
+        os.replace(path, stray)
+        log.warning("log_set_aside_as_stray", log=os.path.basename(path), moved_to=stray,
+                    owner_topic_id=expected, folder_topic_id=found,
+                    reason="no topic owns it" if expected is None else "topic id mismatch")
+
     def _open(self, key: tuple[str, int], config: LogConfig | None = None) -> PartitionLog:
         topic, partition = key
+        with self._checkpoint_lock:
+            recovery_point = self._recovery_points.get(key, 0)
+            log_start = self._log_starts.get(key)
+            cleaner_offset = self._cleaner_offsets.get(key)
         plog = PartitionLog(
             os.path.join(self.data_dir, f"{topic}-{partition}"),
             config if config is not None else self._config(topic),
-            recovery_point=self._recovery_points.get(key, 0),
-            log_start_offset=self._log_starts.get(key),
-            cleaner_offset=self._cleaner_offsets.get(key),
+            recovery_point=recovery_point,
+            log_start_offset=log_start,
+            cleaner_offset=cleaner_offset,
             clean_shutdown=self.clean_shutdown and key in self._recovery_points,
             clock=self.clock,
         )
         self.logs[key] = plog
         return plog
 
+    def _forget_stale_entries(self, keys) -> None:
+        """Drop checkpoint entries of older logs of these partitions, on disk too,
+        before a new log of the same name takes any data."""
+        with self._checkpoint_lock:
+            for key in keys:
+                for table in (self._recovery_points, self._log_starts, self._cleaner_offsets):
+                    table.pop(key, None)
+            if self._on_disk.intersection(keys):
+                self._write_checkpoint_files()
+
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get((topic, partition))
 
-    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None,
+                      topic_id: str | None = None) -> PartitionLog:
         """The log of a partition, opening or creating its folder on first use."""
         key = (topic, partition)
         plog = self.logs.get(key)
         if plog is None:
-            plog = self._open(key, config)
+            plog = self._create(key, config, topic_id)
             fsync_dir(self.data_dir)
         return plog
 
+    def _create(self, key, config, topic_id) -> PartitionLog:
+        path = os.path.join(self.data_dir, f"{key[0]}-{key[1]}")
+        if not os.path.exists(path):
+            self._forget_stale_entries([key])
+            os.makedirs(path)
+        if topic_id is not None:
+            write_partition_metadata(path, topic_id)
+        return self._open(key, config)
+
+    # --- topic lifecycle ---------------------------------------------------------------
+
+    def create_partitions(self, topic: str, count: int, topic_id: str,
+                          config: LogConfig | None = None) -> list[PartitionLog]:
+        """Create (or open) the logs of partitions 0..count-1 of a new topic.
+
+        File work only, safe in a worker thread; ``register`` the result.  On
+        failure (out of file descriptors, disk full) whatever was made is
+        removed again and the error raised.
+        """
+        keys = [(topic, p) for p in range(count)]
+        made: list[PartitionLog] = []
+        try:
+            self._forget_stale_entries(
+                [k for k in keys if not os.path.exists(os.path.join(self.data_dir, f"{k[0]}-{k[1]}"))])
+            for key in keys:
+                path = os.path.join(self.data_dir, f"{key[0]}-{key[1]}")
+                os.makedirs(path, exist_ok=True)
+                write_partition_metadata(path, topic_id)
+                made.append(PartitionLog(path, config if config is not None else self._config(topic),
+                                         clock=self.clock))
+            fsync_dir(self.data_dir)
+        except BaseException:
+            self.remove_partitions(made, [(topic, p) for p in range(len(made), count)])
+            raise
+        return made
+
+    def register(self, logs: list[PartitionLog]) -> None:
+        for plog in logs:
+            key = parse_partition_dir(plog.name)
+            self.logs[key] = plog
+
+    def detach(self, topic: str, count: int) -> list[PartitionLog]:
+        """Take a topic's logs out of service (no more appends or reads)."""
+        gone = []
+        for p in range(count):
+            plog = self.logs.pop((topic, p), None)
+            if plog is not None:
+                gone.append(plog)
+        with self._checkpoint_lock:
+            for p in range(count):
+                for table in (self._recovery_points, self._log_starts, self._cleaner_offsets):
+                    table.pop((topic, p), None)
+        return gone
+
+    def remove_partitions(self, logs: list[PartitionLog], extra: list | None = None) -> None:
+        """Close detached logs, rename their folders to ``-delete``, then remove them.
+
+        ``extra`` names more ``(topic, partition)`` folders to remove if present.
+        File work only, safe in a worker thread.
+        """
+        doomed = []
+        folders = [plog.directory for plog in logs]
+        folders += [os.path.join(self.data_dir, f"{t}-{p}") for t, p in extra or ()]
+        for plog in logs:
+            plog.close_files()
+        for folder in folders:
+            if not os.path.exists(folder):
+                continue
+            target = os.path.join(self.data_dir,
+                                  suffixed_dir_name(os.path.basename(folder), "delete"))
+            os.replace(folder, target)
+            doomed.append(target)
+        if doomed:
+            fsync_dir(self.data_dir)
+        for target in doomed:
+            shutil.rmtree(target, ignore_errors=True)
+
     def delete(self, topic: str, partition: int) -> None:
-        plog = self.logs.pop((topic, partition), None)
-        if plog is not None:
-            plog.delete()
-        for table in (self._recovery_points, self._log_starts, self._cleaner_offsets):
-            table.pop((topic, partition), None)
-        # Kafka rewrites the checkpoints when a log goes: stale entries would be
-        # applied to a partition of the same name created later.
-        self.write_checkpoints()
+        """Remove one partition's log and folder (tests and tools)."""
+        key = (topic, partition)
+        plog = self.logs.pop(key, None)
+        with self._checkpoint_lock:
+            for table in (self._recovery_points, self._log_starts, self._cleaner_offsets):
+                table.pop(key, None)
+        self.remove_partitions([plog] if plog is not None else [], [] if plog else [key])
+
+    def remove_leftover_dirs(self) -> int:
+        """Remove ``-delete`` folders a crash left behind (strays are kept for the operator)."""
+        removed = 0
+        for name in os.listdir(self.data_dir):
+            path = os.path.join(self.data_dir, name)
+            if name.endswith("-delete") and os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+                removed += 1
+        return removed
+
+    # --- maintenance ---------------------------------------------------------------------
 
     def run_retention(self, now_ms: int | None = None) -> int:
         """One retention pass over every log; returns the segments deleted."""
         now = self.clock() if now_ms is None else now_ms
-        deleted = sum(plog.delete_old_segments(now) for plog in list(self.logs.values()))
+        deleted = sum(plog.delete_old_segments(now) for plog in list(self.logs.values())
+                      if not plog.closed)
         if deleted:
             self.write_checkpoints()
         return deleted
@@ -166,7 +375,7 @@ class LogManager:
         now = self.clock() if now_ms is None else now_ms
         cleaned = 0
         for plog in list(self.logs.values()):
-            if plog.config.compact and plog.compact(now) is not None:
+            if plog.config.compact and not plog.closed and plog.compact(now) is not None:
                 cleaned += 1
         if cleaned:
             self.write_checkpoints()
@@ -177,21 +386,30 @@ class LogManager:
         now = self.clock() if now_ms is None else now_ms
         cleaned = 0
         for plog in list(self.logs.values()):
-            if plog.config.compact and await plog.compact_async(now) is not None:
+            if plog.config.compact and not plog.closed and await plog.compact_async(now) is not None:
                 cleaned += 1
         if cleaned:
-            self.write_checkpoints()
+            await asyncio.get_running_loop().run_in_executor(None, self.write_checkpoints)
         return cleaned
 
     def write_checkpoints(self) -> None:
-        for key, plog in self.logs.items():
-            self._recovery_points[key] = plog.recovery_point
-            self._log_starts[key] = plog.log_start_offset
-            if plog.cleaner_offset is not None:
-                self._cleaner_offsets[key] = plog.cleaner_offset
+        """Write the three checkpoint files from the logs open now (any thread)."""
+        with self._checkpoint_lock:
+            for key, plog in list(self.logs.items()):
+                self._recovery_points[key] = plog.recovery_point
+                self._log_starts[key] = plog.log_start_offset
+                if plog.cleaner_offset is not None:
+                    self._cleaner_offsets[key] = plog.cleaner_offset
+                else:
+                    # A reset (truncation) must not come back from the last checkpoint.
+                    self._cleaner_offsets.pop(key, None)
+            self._write_checkpoint_files()
+
+    def _write_checkpoint_files(self) -> None:
         write_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_FILE), self._recovery_points)
         write_checkpoint(os.path.join(self.data_dir, LOG_START_FILE), self._log_starts)
         write_checkpoint(os.path.join(self.data_dir, CLEANER_FILE), self._cleaner_offsets)
+        self._on_disk = set(self._recovery_points) | set(self._log_starts) | set(self._cleaner_offsets)
 
     def close(self) -> None:
         """Flush and close every log, write the checkpoints and the clean-shutdown marker."""

@@ -92,17 +92,16 @@ class LogSegment:
         """Rebuild both indexes from the batch headers (no CRC check)."""
         self._reindex(verify=False)
 
-    def recover(self, *, contiguous: bool = False) -> int:
+    def recover(self) -> int:
         """Validate every batch, rebuild the indexes, cut after the last valid batch.
 
         Returns the number of bytes truncated (LogSegment.recover).  The base
-        offset lies outside the CRC, so offsets are cross-checked as well:
-        never backwards, and with ``contiguous`` (a log that was never
-        compacted) each batch must start where the previous one ended.
+        offset lies outside the CRC, so offsets are cross-checked as well: a
+        batch may follow a gap (compaction leaves them) but never go back.
         """
-        return self._reindex(verify=True, contiguous=contiguous)
+        return self._reindex(verify=True)
 
-    def _reindex(self, *, verify: bool, contiguous: bool = False) -> int:
+    def _reindex(self, *, verify: bool) -> int:
         self.offset_index.reset()
         self.time_index.reset()
         self.max_timestamp = -1
@@ -113,7 +112,6 @@ class LogSegment:
         for pos, header, data in self.scan(0, verify=verify):
             if (
                 header.base_offset < expected
-                or (contiguous and header.base_offset != expected)
                 or header.last_offset - self.base_offset > INT32_MAX
             ):
                 break

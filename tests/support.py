@@ -5,6 +5,7 @@ and a raw socket client that speaks through kafka-python's own protocol classes
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import socket
@@ -72,7 +73,10 @@ class BrokerThread:
     def call(self, fn, *args):
         """Run ``fn(*args)`` on the broker's loop and return its result."""
         async def runner():
-            return fn(*args)
+            result = fn(*args)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
         return asyncio.run_coroutine_threadsafe(runner(), self.loop).result(10)
 
     @property

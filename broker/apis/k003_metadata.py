@@ -86,6 +86,7 @@ def metadata(ctx, request):
                    for t in sorted(topics.topics.values(), key=lambda t: t.name)]
     else:
         entries = []
+        to_create = {}  # name -> index in entries
         auto_create = request.allow_auto_topic_creation and \
             broker.config["auto.create.topics.enable"]
         for wanted in requested:
@@ -102,13 +103,22 @@ def metadata(ctx, request):
                 if validate_topic_name(wanted.name):
                     entries.append(_error_entry(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION))
                     continue
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 if auto_create and wanted.name not in INTERNAL_TOPICS:
-                    topic, code = _auto_create(broker, wanted.name)
-                if topic is None:
-                    entries.append(_error_entry(wanted.name, code))
+                    try:
+                        partitions, _rf = topics.check_new_topic(wanted.name, -1, -1, [], {})
+                    except TopicError as exc:
+                        entries.append(_error_entry(wanted.name, exc.code))
+                        continue
+                    to_create[wanted.name] = (len(entries), partitions)
+                    entries.append(None)
                     continue
+                entries.append(_error_entry(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
             entries.append(topic_entry(broker, topic, include_ops))
+        if to_create:
+            # Every name of the request is created by one topic operation (one
+            # journal write), off the event loop.
+            return _auto_create(broker, request, entries, to_create, include_ops)
     return _response(broker, request, entries)
 
 
@@ -125,10 +135,15 @@ def _response(broker, request, entries):
     }
 
 
-def _auto_create(broker, name):
-    topics = broker.topics
-    try:
-        partitions, _rf = topics.check_new_topic(name, -1, -1, [], {})
-        return topics.create(name, partitions, {}), ErrorCode.NONE
-    except TopicError as exc:
-        return None, exc.code
+async def _auto_create(broker, request, entries, to_create, include_ops):
+    specs = [(name, partitions, {}) for name, (_i, partitions) in to_create.items()]
+    results = await broker.topics.create_many(specs)
+    for (name, (index, _p)), result in zip(to_create.items(), results):
+        if isinstance(result, TopicError):
+            # Created meanwhile by another request: answer it as it is now.
+            topic = broker.topics.get(name)
+            entries[index] = (topic_entry(broker, topic, include_ops) if topic is not None
+                              else _error_entry(name, result.code))
+        else:
+            entries[index] = topic_entry(broker, result, include_ops)
+    return _response(broker, request, entries)

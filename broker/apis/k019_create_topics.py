@@ -20,7 +20,7 @@ from protocol.errors import ErrorCode
 
 
 @api(key=19, versions=(0, 7))
-def create_topics(ctx, request):
+async def create_topics(ctx, request):
     topics = ctx.broker.topics
     counts: dict[str, int] = {}
     for t in request.topics:
@@ -45,7 +45,7 @@ def create_topics(ctx, request):
                             "configs": topic_config_entries(ctx.broker, configs)})
             continue
         try:
-            topic = topics.create(t.name, partitions, configs)
+            topic = await topics.create(t.name, partitions, configs)
         except TopicError as exc:
             results.append({"name": t.name, "error_code": exc.code, "error_message": exc.message})
             continue

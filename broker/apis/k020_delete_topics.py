@@ -21,7 +21,7 @@ from protocol.wire import ZERO_UUID
 
 
 @api(key=20, versions=(0, 6))
-def delete_topics(ctx, request):
+async def delete_topics(ctx, request):
     broker = ctx.broker
     topics = broker.topics
     version = ctx.api_version
@@ -72,6 +72,6 @@ def delete_topics(ctx, request):
             answer(topic.name, topic.topic_id, ErrorCode.INVALID_REQUEST,
                    f"Internal topic {topic.name} cannot be deleted.")
             continue
-        topics.delete(topic)
+        await topics.delete(topic)
         answer(topic.name, topic.topic_id, ErrorCode.NONE)
     return {"throttle_time_ms": 0, "responses": responses}

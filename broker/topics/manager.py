@@ -1,9 +1,8 @@
 """Topics: names, ids, partition counts and configs, kept in the data dir.
 
-Kafka keeps topic metadata in KRaft; kcoord keeps it in one small JSON file of
-its own (``kcoord-topics.json``), replaced atomically on every change.  The
-partitions' data folders (``<topic>-<partition>/``) are Kafka's format and
-belong to the storage engine.
+Kafka keeps topic metadata in KRaft; kcoord keeps it in a snapshot and a
+journal of its own (``broker/topics/store.py``).  The partitions' data folders
+(``<topic>-<partition>/``) are Kafka's format and belong to the storage engine.
 
 ``__consumer_offsets`` exists from the first start with
 ``offsets.topic.num.partitions`` partitions and is reported as internal.
@@ -11,12 +10,11 @@ belong to the storage engine.
 
 from __future__ import annotations
 
+import asyncio
 import base64
-import json
-import os
 import re
-import shutil
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,17 +27,18 @@ from broker.config import (
     format_value,
     validate_topic_config,
 )
+from broker.topics.store import TopicStore
 from protocol.errors import ErrorCode
-from storage.files import write_atomically
+from storage.config import LogConfig
+from storage.manager import LogManager
 
 log = structlog.get_logger("kcoord.topics")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__share_group_state"})
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
-METADATA_FILE = "kcoord-topics.json"
 
-_LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+", re.ASCII)
 MAX_NAME_LENGTH = 249
 
 
@@ -64,19 +63,29 @@ def new_topic_id() -> uuid.UUID:
         return candidate
 
 
+def java_length(text: str) -> int:
+    """``String.length()`` in Java: UTF-16 code units."""
+    return len(text) + sum(1 for c in text if ord(c) > 0xFFFF)
+
+
 def validate_topic_name(name: str) -> str | None:
-    """None if valid, else Kafka's reason."""
+    """None if valid, else Kafka's reason (Topic.validate: the whole name must match)."""
     if not name:
         return "Topic name is invalid: the empty string is not allowed"
     if name in (".", ".."):
         return f"Topic name is invalid: '{name}' is not allowed"
-    if len(name) > MAX_NAME_LENGTH:
+    if java_length(name) > MAX_NAME_LENGTH:
         return (f"Topic name is invalid: the length of '{name}' is longer than the max allowed "
                 f"length {MAX_NAME_LENGTH}")
-    if not _LEGAL_NAME.match(name):
+    if not _LEGAL_NAME.fullmatch(name):
         return (f"Topic name is invalid: '{name}' contains one or more characters other than "
                 "ASCII alphanumerics, '.', '_' and '-'")
     return None
+
+
+def unify_collision_chars(name: str) -> str:
+    """Topic.unifyCollisionChars: '.' and '_' collide in metric names."""
+    return name.replace(".", "_")
 
 
 @dataclass(slots=True)
@@ -99,33 +108,40 @@ class TopicError(Exception):
 
 
 class TopicManager:
+    """Topic metadata and the topic lifecycle: the one owner of topics on disk.
+
+    Creation and deletion run their file work (partition folders, the metadata
+    journal, checkpoint entries) on one worker thread of their own, in the
+    order they were asked for, as Kafka's controller serializes them; the
+    event loop only checks, reserves and commits, so no topic operation
+    stalls other clients.
+    """
+
     def __init__(self, config: BrokerConfig, data_dir: Path):
         self.config = config
         self.data_dir = Path(data_dir)
         self.topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
-        self.listeners: list[Any] = []  # objects with on_topic_created/on_topic_deleted
+        self._unified: dict[str, str] = {}  # unify_collision_chars(name) -> name
+        self._pending: dict[str, str] = {}  # names being created, by unified name
+        self.store = TopicStore(self.data_dir)
+        self.logs: LogManager | None = None
+        self._worker: ThreadPoolExecutor | None = None
+        self.listeners: list[Any] = []  # objects with on_topic_deleted(topic)
 
     # -- persistence -----------------------------------------------------------
 
-    @property
-    def metadata_path(self) -> Path:
-        return self.data_dir / METADATA_FILE
-
     def load(self) -> None:
-        path = self.metadata_path
-        if path.exists():
-            data = json.loads(path.read_text(encoding="utf-8"))
-            for entry in data.get("topics", []):
-                topic = Topic(entry["name"], topic_id_from_str(entry["topic_id"]),
-                              int(entry["partitions"]), dict(entry.get("configs", {})))
-                self._add(topic)
-            log.info("topics.loaded", count=len(self.topics), path=str(path))
+        for entry in self.store.load().values():
+            self._add(Topic(entry["name"], topic_id_from_str(entry["topic_id"]),
+                            int(entry["partitions"]), dict(entry.get("configs", {}))))
+        log.info("topics.loaded", count=len(self.topics), data_dir=str(self.data_dir))
         if OFFSETS_TOPIC not in self.topics:
-            self._add(Topic(OFFSETS_TOPIC, new_topic_id(),
+            offsets = Topic(OFFSETS_TOPIC, new_topic_id(),
                             self.config["offsets.topic.num.partitions"],
-                            self._offsets_topic_configs()))
-            self.save()
+                            self._offsets_topic_configs())
+            self.store.record(created=[_entry(offsets)])
+            self._add(offsets)
 
     def _offsets_topic_configs(self) -> dict[str, str]:
         return {
@@ -134,21 +150,56 @@ class TopicManager:
             "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
         }
 
-    def save(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        data = {
-            "version": 1,
-            "topics": [
-                {"name": t.name, "topic_id": topic_id_to_str(t.topic_id),
-                 "partitions": t.partitions, "configs": t.configs}
-                for t in sorted(self.topics.values(), key=lambda t: t.name)
-            ],
-        }
-        write_atomically(self.metadata_path, json.dumps(data, indent=1, sort_keys=True))
-
     def _add(self, topic: Topic) -> None:
         self.topics[topic.name] = topic
         self._by_id[topic.topic_id] = topic
+        self._unified[unify_collision_chars(topic.name)] = topic.name
+
+    def _remove(self, topic: Topic) -> None:
+        del self.topics[topic.name]
+        self._by_id.pop(topic.topic_id, None)
+        self._unified.pop(unify_collision_chars(topic.name), None)
+
+    # -- partition logs ----------------------------------------------------------
+
+    def attach(self, logs: LogManager) -> None:
+        """Open the partition logs of every topic (at start, before serving).
+
+        Folders no topic owns, or owned by another topic id, are set aside as
+        strays; a partition without a folder gets an empty log.
+        """
+        self.logs = logs
+        logs.remove_leftover_dirs()
+        logs.open_all(owner=self.partition_owner)
+        for topic in self.topics.values():
+            if topic.name == OFFSETS_TOPIC:
+                continue  # its folders appear on first write
+            for p in range(topic.partitions):
+                if logs.get(topic.name, p) is None:
+                    logs.get_or_create(topic.name, p, self.log_config(topic),
+                                       topic_id=topic_id_to_str(topic.topic_id))
+
+    def partition_owner(self, name: str, partition: int) -> str | None:
+        """The topic id (string form) of the topic that owns a partition folder, if any."""
+        topic = self.topics.get(name)
+        if topic is None or not 0 <= partition < topic.partitions:
+            return None
+        return topic_id_to_str(topic.topic_id)
+
+    def log_config(self, topic: Topic) -> LogConfig:
+        props = self.effective_config_strings(topic)
+        props["flush.policy"] = self.config["kcoord.fsync.policy"]
+        return LogConfig.from_properties(props)
+
+    async def _run(self, fn, *args):
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kcoord-topics")
+        return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.shutdown(wait=True)
+            self._worker = None
 
     # -- queries -----------------------------------------------------------------
 
@@ -183,13 +234,13 @@ class TopicManager:
         reason = validate_topic_name(name)
         if reason:
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
-        if name in self.topics:
+        unified = unify_collision_chars(name)
+        if name in self.topics or self._pending.get(unified) == name:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        collision = name.replace(".", "_")
-        for existing in self.topics:
-            if existing.replace(".", "_") == collision:
-                raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                                 f"Topic '{name}' collides with existing topic: {existing}")
+        existing = self._unified.get(unified) or self._pending.get(unified)
+        if existing is not None:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"Topic '{name}' collides with existing topic: {existing}")
         if assignments:
             if num_partitions != -1 or replication_factor != -1:
                 raise TopicError(ErrorCode.INVALID_REQUEST,
@@ -251,54 +302,98 @@ class TopicManager:
                              "Topic cannot be configured with remote log storage.")
         return num_partitions, replication_factor
 
-    def create(self, name: str, num_partitions: int, configs: dict[str, str | None]) -> Topic:
-        """Create a topic: its partition logs first, then its metadata, so that a
-        failure (out of file descriptors, disk full) leaves no half-made topic."""
-        topic = Topic(name, new_topic_id(), num_partitions,
-                      {k: v for k, v in configs.items() if v is not None})
-        self._add(topic)
-        try:
-            for listener in self.listeners:
-                listener.on_topic_created(topic)
-            self.save()
-        except OSError as exc:
-            del self.topics[topic.name]
-            self._by_id.pop(topic.topic_id, None)
-            for listener in self.listeners:
-                listener.on_topic_deleted(topic)
-            self._remove_partition_dirs(topic)
-            log.error("topic.create_failed", topic=name, partitions=num_partitions, error=str(exc))
-            raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR,
-                             f"Could not create the partitions of {name}: {exc}") from None
-        log.info("topic.created", topic=name, partitions=num_partitions,
-                 topic_id=topic_id_to_str(topic.topic_id), configs=topic.configs or None)
-        return topic
+    async def create(self, name: str, num_partitions: int, configs: dict[str, str | None]) -> Topic:
+        """Create one checked topic (see ``create_many``); raises ``TopicError``."""
+        [result] = await self.create_many([(name, num_partitions, configs)])
+        if isinstance(result, TopicError):
+            raise result
+        return result
 
-    def delete(self, topic: Topic) -> None:
-        del self.topics[topic.name]
-        self._by_id.pop(topic.topic_id, None)
-        self.save()
+    async def create_many(self, specs) -> list[Topic | TopicError]:
+        """Create checked topics ``(name, partitions, configs)`` as one operation.
+
+        Each topic's partition folders are made first, then one journal write
+        commits every topic whose folders were made; a topic whose folders
+        could not be made (out of file descriptors, disk full) is removed again
+        and answered with an error, the others are created.
+        """
+        made = []
+        for name, partitions, configs in specs:
+            unified = unify_collision_chars(name)
+            if name in self.topics or unified in self._unified or unified in self._pending:
+                made.append(TopicError(ErrorCode.TOPIC_ALREADY_EXISTS,
+                                       f"Topic '{name}' already exists."))
+                continue
+            self._pending[unified] = name
+            topic = Topic(name, new_topic_id(), partitions,
+                          {k: v for k, v in configs.items() if v is not None})
+            made.append(topic)
+        todo = [t for t in made if isinstance(t, Topic)]
+        try:
+            outcome = await self._run(self._create_on_disk, todo,
+                                      [self.log_config(t) for t in todo])
+        finally:
+            for topic in todo:
+                self._pending.pop(unify_collision_chars(topic.name), None)
+        results = []
+        for item in made:
+            if isinstance(item, TopicError):
+                results.append(item)
+                continue
+            logs_or_error = outcome[item.name]
+            if isinstance(logs_or_error, TopicError):
+                results.append(logs_or_error)
+                continue
+            self.logs.register(logs_or_error)
+            self._add(item)
+            log.info("topic.created", topic=item.name, partitions=item.partitions,
+                     topic_id=topic_id_to_str(item.topic_id), configs=item.configs or None)
+            results.append(item)
+        return results
+
+    def _create_on_disk(self, topics: list[Topic], configs: list[LogConfig]) -> dict:
+        outcome: dict[str, Any] = {}
+        for topic, config in zip(topics, configs):
+            try:
+                outcome[topic.name] = self.logs.create_partitions(
+                    topic.name, topic.partitions, topic_id_to_str(topic.topic_id), config)
+            except OSError as exc:
+                log.error("topic.create_failed", topic=topic.name, partitions=topic.partitions,
+                          error=str(exc))
+                outcome[topic.name] = TopicError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR,
+                    f"Could not create the partitions of {topic.name}: {exc}")
+        done = [t for t in topics if not isinstance(outcome[t.name], TopicError)]
+        try:
+            self.store.record(created=[_entry(t) for t in done])
+        except OSError as exc:
+            log.error("topic.create_failed", topics=[t.name for t in done], error=str(exc))
+            for topic in done:
+                self.logs.remove_partitions(outcome[topic.name])
+                outcome[topic.name] = TopicError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR, f"Could not record topic {topic.name}: {exc}")
+        return outcome
+
+    async def delete(self, topic: Topic) -> None:
+        """Delete a topic: gone from metadata at once, durable when this returns.
+
+        The journal entry is written before the folders are renamed to
+        ``-delete`` and removed, as Kafka's controller commits the deletion
+        before brokers delete the logs; a crash in between leaves folders that
+        no topic owns, which the next start sets aside as strays.
+        """
+        self._remove(topic)
+        detached = self.logs.detach(topic.name, topic.partitions)
         for listener in self.listeners:
             listener.on_topic_deleted(topic)
-        self._remove_partition_dirs(topic)
+        await self._run(self._delete_on_disk, topic, detached)
         log.info("topic.deleted", topic=topic.name, topic_id=topic_id_to_str(topic.topic_id))
 
-    def _remove_partition_dirs(self, topic: Topic) -> None:
-        # Kafka renames a deleted partition folder to <topic>-<p>.<id>-delete and
-        # removes it later; a crash between the two leaves only -delete folders,
-        # which the next start removes.
-        suffix = uuid.uuid4().hex
-        for p in range(topic.partitions):
-            folder = self.data_dir / f"{topic.name}-{p}"
-            if folder.exists():
-                doomed = folder.with_name(f"{folder.name}.{suffix}-delete")
-                os.replace(folder, doomed)
-                shutil.rmtree(doomed, ignore_errors=True)
+    def _delete_on_disk(self, topic: Topic, detached) -> None:
+        self.store.record(deleted=[_entry(topic)])
+        self.logs.remove_partitions(detached)
 
-    def remove_leftover_deleted_dirs(self) -> None:
-        if not self.data_dir.exists():
-            return
-        for entry in self.data_dir.iterdir():
-            if entry.is_dir() and entry.name.endswith("-delete"):
-                shutil.rmtree(entry, ignore_errors=True)
 
+def _entry(topic: Topic) -> dict:
+    return {"name": topic.name, "topic_id": topic_id_to_str(topic.topic_id),
+            "partitions": topic.partitions, "configs": topic.configs}

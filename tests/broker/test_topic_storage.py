@@ -68,16 +68,16 @@ def test_topic_whose_partitions_cannot_be_created_is_not_kept(make_broker, tmp_p
     node = make_broker(data_dir=tmp_path)
     import storage.manager
 
-    real_open = storage.manager.LogManager._open
+    real_log = storage.manager.PartitionLog
     calls = {"n": 0}
 
-    def flaky_open(self, key, config=None):
+    def flaky_log(*args, **kwargs):
         calls["n"] += 1
         if calls["n"] == 3:
             raise OSError(24, "Too many open files")
-        return real_open(self, key, config)
+        return real_log(*args, **kwargs)
 
-    monkeypatch.setattr(storage.manager.LogManager, "_open", flaky_open)
+    monkeypatch.setattr(storage.manager, "PartitionLog", flaky_log)
     admin = KafkaAdminClient(bootstrap_servers=node.bootstrap, request_timeout_ms=10000)
     try:
         result = admin.create_topics({"too-big": {"num_partitions": 5, "replication_factor": 1}},
