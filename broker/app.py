@@ -35,12 +35,16 @@ class Broker:
         self.host, self.port = config.listener
         self.advertised_host, self.advertised_port = config.advertised
         self.started = asyncio.Event()
+        self.failed: asyncio.Event | None = None  # set when the log dir goes offline
+        self.failure: str | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self) -> None:
         began = time.monotonic()
         _raise_open_file_limit()
         load_handlers()
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
+        self.failed = asyncio.Event()
         # Bind first: a port already in use must fail before the data dir is touched.
         self._server = await loop.create_server(
             lambda: KafkaConnection(self), self.host, self.port, reuse_address=True,
@@ -55,7 +59,8 @@ class Broker:
         try:
             self.cluster_id = load_or_create_identity(self.data_dir, self.node_id)
             self.topics.load()
-            self.logs = LogManager(str(self.data_dir), config_for=self.log_config)
+            self.logs = LogManager(str(self.data_dir), config_for=self.log_config,
+                                   on_offline=self._log_dir_failed)
             self.topics.attach(self.logs)
             await self._server.start_serving()
         except BaseException:
@@ -91,15 +96,39 @@ class Broker:
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
+        # No new maintenance pass starts; one in progress (it runs in a worker
+        # thread) and the flushes in flight finish before the files close.
         for task in self._maintenance:
             task.cancel()
-        await asyncio.gather(*self._maintenance, *self._passes, return_exceptions=True)
+        pending = [*self._maintenance, *self._passes]
+        if self.logs is not None:
+            pending.append(asyncio.ensure_future(self.logs.drain()))
+        done, late = await asyncio.wait(pending, timeout=max(grace, 1.0) * 6) if pending else ((), ())
+        if late:
+            log.warning("broker.stop_waited_too_long", unfinished=len(late))
         self._maintenance.clear()
         self.topics.close()
         if self.logs is not None:
             self.logs.close()
         self._lock.release()
         log.info("broker.stopped", node_id=self.node_id)
+
+    # -- log dir failure ------------------------------------------------------------
+
+    def _log_dir_failed(self, reason: str) -> None:
+        """The log dir went offline (any thread): the broker stops, as Kafka halts
+        when its last log dir fails, rather than serve without its storage."""
+        if self._loop is None:
+            return
+        self._loop.call_soon_threadsafe(self._fail, reason)
+
+    def _fail(self, reason: str) -> None:
+        if self.failure is not None:
+            return
+        self.failure = reason
+        log.critical("broker.log_dir_failed", data_dir=str(self.data_dir), reason=reason,
+                     action="stopping: every log is recovered at the next start")
+        self.failed.set()
 
     # -- partition logs ------------------------------------------------------------
 
@@ -114,6 +143,11 @@ class Broker:
         self._maintenance.append(loop.create_task(
             self._every(self.config["log.retention.check.interval.ms"], self._retention_pass),
             name="kcoord-retention"))
+        self._maintenance.append(loop.create_task(
+            # 0 would be a busy loop: at most ten checkpoint writes a second.
+            self._every(max(self.config["log.flush.offset.checkpoint.interval.ms"], 100),
+                        self._checkpoint_pass),
+            name="kcoord-checkpoints"))
         if self.config["log.cleaner.enable"]:
             self._maintenance.append(loop.create_task(
                 self._every(self.config["log.cleaner.backoff.ms"], self._cleaner_pass),
@@ -135,6 +169,9 @@ class Broker:
             await action()
         except Exception:
             log.exception("maintenance.failed", action=action.__name__)
+
+    async def _checkpoint_pass(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.logs.write_checkpoints)
 
     async def _retention_pass(self) -> None:
         loop = asyncio.get_running_loop()

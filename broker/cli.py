@@ -103,10 +103,14 @@ async def serve(config: BrokerConfig) -> int:
     except (DataDirError, OSError) as exc:
         log.error("broker.start_failed", error=str(exc))
         return 1
-    await stop.wait()
+    stopped = asyncio.ensure_future(stop.wait())
+    failed = asyncio.ensure_future(broker.failed.wait())
+    await asyncio.wait([stopped, failed], return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    failed.cancel()
     log.info("broker.stopping")
     await broker.stop()
-    return 0
+    return 1 if broker.failure is not None else 0
 
 
 def _run(coro) -> int:

@@ -302,6 +302,7 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("log.retention.minutes", INT, None),
     ConfigDef("log.retention.hours", INT, 168),
     ConfigDef("log.retention.check.interval.ms", LONG, 300_000, validator=_positive),
+    ConfigDef("log.flush.offset.checkpoint.interval.ms", INT, 60_000, validator=_nonneg),
     ConfigDef("log.roll.hours", INT, 168, validator=_positive),
     ConfigDef("kcoord.fsync.policy", STRING, "never", choices=("never", "batch", "always"),
               doc="When appends are fsynced before they are acknowledged (kcoord property)."),

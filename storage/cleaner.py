@@ -281,7 +281,7 @@ def _clean_group(plog, group, offset_map, now: int, stats: CleanStats):
         max_ts = header.max_timestamp if log_append else max(r.timestamp for r in kept)
         out.append(new, header.last_offset, max_ts, header.last_offset)
     out.on_become_inactive()
-    out.flush_all()
+    out.flush()
     return out, horizon_min
 
 
@@ -296,13 +296,10 @@ def _min(a, b):
 def _swap_in(plog, group, cleaned: LogSegment) -> bool:
     """Replace ``group`` by ``cleaned`` in the folder and in the log; False if the log moved on."""
     directory = plog.directory
-    with plog._lock:
-        present = {id(s) for s in plog.segments[:-1]}
-        if plog.closed or any(id(s) not in present for s in group):
-            cleaned.delete()
-            return False
-        base = cleaned.base_offset
-        prefix = os.path.join(directory, segment_name(base))
+    base = cleaned.base_offset
+    prefix = os.path.join(directory, segment_name(base))
+
+    def swap_files() -> None:
         # .cleaned -> .swap, the .log last: once it is renamed the swap is committed.
         cleaned.offset_index.rename(prefix + ".index.swap")
         cleaned.time_index.rename(prefix + ".timeindex.swap")
@@ -310,7 +307,6 @@ def _swap_in(plog, group, cleaned: LogSegment) -> bool:
         cleaned.log_path = prefix + ".log.swap"
         fsync_dir(directory)
         for seg in group:
-            plog._unflushed.pop(seg.base_offset, None)
             if seg.base_offset == base:
                 seg.close()
             else:
@@ -321,10 +317,11 @@ def _swap_in(plog, group, cleaned: LogSegment) -> bool:
         cleaned.log_path = prefix + ".log"
         cleaned.suffix = ""
         fsync_dir(directory)
-        first = plog.segments.index(group[0])
-        plog.segments[first : first + len(group)] = [cleaned]
-        plog._bases[first : first + len(group)] = [base]
+
+    if plog.replace_segments(group, cleaned, swap_files):
         return True
+    cleaned.delete()
+    return False
 
 
 def complete_interrupted_swaps(directory: str) -> None:

@@ -19,6 +19,10 @@ class InvalidRecordError(StorageError):
     """CORRUPT_MESSAGE (2) / INVALID_RECORD (87): not a valid v2 batch."""
 
 
+class KafkaStorageError(StorageError):
+    """KAFKA_STORAGE_ERROR (56): the log dir went offline after an I/O error."""
+
+
 class LogClosedError(StorageError):
     """The log was closed or deleted."""
 
@@ -29,5 +33,6 @@ __all__ = [
     "RecordTooLargeError",
     "InvalidRecordError",
     "LogClosedError",
+    "KafkaStorageError",
     "CorruptRecordError",
 ]

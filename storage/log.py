@@ -1,25 +1,30 @@
 """``PartitionLog``: one topic partition as a folder of Kafka segments.
 
 The synchronous core (``append``, ``read``, ``offset_for_timestamp``, ``roll``,
-``delete_old_segments``, ``truncate_to``, ``compact``) does the file work and is
-what unit tests drive.  The broker calls the async wrappers, which apply the
-fsync policy without blocking the event loop:
+``delete_old_segments``, ``truncate_to``, ``replace_segments``) does the file
+work and is what unit tests drive.  Around it, each concern lives in a module
+of its own:
 
-* ``never`` (default): ``append_async`` returns once ``os.pwrite`` has handed the
-  bytes to the OS, which survives a SIGKILL of the broker (Kafka's default);
-* ``batch``: the append waits for one shared fsync, run in a worker thread, that
-  starts after its write; appends arriving while an fsync runs share the next one;
-* ``always``: every append waits for its own fsync in a worker thread.
+* ``storage.loader``: opening a folder and recovery after a crash (LogLoader);
+* ``storage.flush``: unflushed segments, the recovery point and the three
+  fsync policies (``append_async`` waits as the policy requires);
+* ``storage.retention``: which segments retention deletes;
+* ``storage.cleaner``: compaction, which swaps its cleaned segments in with
+  ``replace_segments``.
 
-A ``threading.RLock`` guards the segment list, because compaction runs in a
-worker thread and swaps segments while appends and reads go on.
+A ``threading.RLock`` guards the segment list, because compaction, retention
+and flushes run in worker threads while appends and reads go on.
+
+An I/O error (EIO, ENOSPC, ...) while writing takes the log offline, as
+Kafka's LogDirFailureChannel does: ``io_failed`` reports it once to
+``on_io_error`` (the log manager takes the whole log dir offline), and every
+later operation raises ``KafkaStorageError``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import re
 import threading
 import time
 from bisect import bisect_right
@@ -39,18 +44,20 @@ from protocol.records import (
     validate_batch,
 )
 from storage.config import LogConfig
-from storage.files import fsync_dir
 from storage.errors import (
     InvalidRecordError,
+    KafkaStorageError,
     LogClosedError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
+from storage.files import fsync_dir
+from storage.flush import LogFlusher
+from storage.loader import load_segments
+from storage.retention import deletable_count
 from storage.segment import INT32_MAX, LogSegment, segment_name
 
 log = structlog.get_logger("kcoord.storage")
-
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)(\.\w+)?$")
 
 
 def wall_clock_ms() -> int:
@@ -87,20 +94,20 @@ class PartitionLog:
         cleaner_offset: int | None = None,
         clean_shutdown: bool = False,
         clock: Callable[[], int] = wall_clock_ms,
+        on_io_error: Callable[["PartitionLog", OSError], None] | None = None,
     ):
         self.directory = directory
         self.config = config or LogConfig()
         self.clock = clock
+        self.on_io_error = on_io_error
         self._lock = threading.RLock()
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
         self.recovery_point = recovery_point
         self.cleaner_offset = cleaner_offset
         self.closed = False
-        self._unflushed: dict[int, LogSegment] = {}
-        self._flush_waiters: list[asyncio.Future] = []
-        self._flusher: asyncio.Task | None = None
-        self._background: set[asyncio.Task] = set()
+        self.offline = False
+        self.flusher = LogFlusher(self)
         self.earliest_delete_horizon: int | None = None
         os.makedirs(directory, exist_ok=True)
         self._load(clean_shutdown, log_start_offset)
@@ -114,59 +121,9 @@ class PartitionLog:
     # --- opening and recovery -----------------------------------------------------
 
     def _load(self, clean_shutdown: bool, log_start_offset: int | None) -> None:
-        from storage.cleaner import complete_interrupted_swaps
-
-        complete_interrupted_swaps(self.directory)
-        bases = set()
-        for fname in os.listdir(self.directory):
-            m = _SEGMENT_FILE.match(fname)
-            if m and m.group(2) == "log" and not m.group(3):
-                bases.add(int(m.group(1)))
-        # Index files without a .log are leftovers (LogLoader deletes them too).
-        for fname in os.listdir(self.directory):
-            m = _SEGMENT_FILE.match(fname)
-            if m and m.group(2) in ("index", "timeindex") and not m.group(3):
-                if int(m.group(1)) not in bases:
-                    os.unlink(os.path.join(self.directory, fname))
-        ordered = sorted(bases)
-        recover_from = None
-        if not clean_shutdown:
-            # Recover every segment that may hold unflushed data: the one containing
-            # the recovery point and all later ones (LogLoader.recoverLog).
-            i = bisect_right(ordered, self.recovery_point) - 1
-            recover_from = ordered[max(i, 0)] if ordered else 0
-        for n, base in enumerate(ordered):
-            segment = LogSegment(
-                self.directory, base, index_interval_bytes=self.config.index_interval_bytes
-            )
-            if recover_from is not None and base >= recover_from:
-                before = segment.size
-                # Offset gaps are never corruption (LogSegment.recover): compacted
-                # logs, logs whose policy changed and folders copied from a Kafka
-                # broker all have them.  Only invalid batches end the log.
-                truncated = segment.recover()
-                log.info(
-                    "segment_recovered",
-                    log=self.name,
-                    segment=segment_name(base),
-                    bytes_valid=segment.size,
-                    bytes_truncated=truncated,
-                    bytes_before=before,
-                )
-                if truncated > 0:
-                    self._append_segment(segment)
-                    for later in ordered[n + 1 :]:
-                        stale = LogSegment(self.directory, later)
-                        log.warning(
-                            "segment_deleted_after_truncation",
-                            log=self.name,
-                            segment=segment_name(later),
-                            bytes=stale.size,
-                        )
-                        stale.delete()
-                    break
-            else:
-                segment.load()
+        for segment in load_segments(self.directory, self.config,
+                                     recovery_point=self.recovery_point,
+                                     clean_shutdown=clean_shutdown, name=self.name):
             self._append_segment(segment)
         # A segment that holds nothing after the previous one's end is still the active one.
         if not self.segments:
@@ -187,7 +144,7 @@ class PartitionLog:
             log_start_offset=self.log_start_offset,
             log_end_offset=self.log_end_offset,
             size=self.size_bytes,
-            recovered=not clean_shutdown and bool(ordered),
+            recovered=not clean_shutdown,
         )
 
     def _append_segment(self, segment: LogSegment) -> None:
@@ -230,8 +187,25 @@ class PartitionLog:
         return sum(s.size for s in self.segments)
 
     def _check_open(self) -> None:
+        if self.offline:
+            raise KafkaStorageError(f"the log dir of {self.name} is offline")
         if self.closed:
             raise LogClosedError(self.directory)
+
+    def io_failed(self, exc: OSError, action: str) -> KafkaStorageError:
+        """Take the log offline after an I/O error; returns the error to raise."""
+        first = not self.offline
+        self.offline = True
+        if first:
+            log.error("log_io_error", log=self.name, action=action, error=str(exc),
+                      errno=getattr(exc, "errno", None))
+            if self.on_io_error is not None:
+                self.on_io_error(self, exc)
+        return KafkaStorageError(f"I/O error during {action} of {self.name}: {exc}")
+
+    def set_offline(self) -> None:
+        """The log dir went offline elsewhere: refuse every further operation."""
+        self.offline = True
 
     # --- append ---------------------------------------------------------------------------
 
@@ -301,9 +275,12 @@ class PartitionLog:
                     max_ts, offset_of_max = batch_max, last
                 next_offset = last + 1
             last_offset = next_offset - 1
-            segment = self._maybe_roll(len(buf), max_ts, first_offset, last_offset, now)
-            segment.append(buf, last_offset, max_ts, offset_of_max)
-            self._unflushed[segment.base_offset] = segment
+            try:
+                segment = self._maybe_roll(len(buf), max_ts, first_offset, last_offset, now)
+                segment.append(buf, last_offset, max_ts, offset_of_max)
+            except OSError as exc:
+                raise self.io_failed(exc, "append") from exc
+            self.flusher.written(segment)
             return AppendInfo(
                 first_offset=first_offset,
                 last_offset=last_offset,
@@ -341,7 +318,7 @@ class PartitionLog:
     def _replace_empty_active(self, base: int) -> None:
         old = self.segments.pop()
         self._bases.pop()
-        self._unflushed.pop(old.base_offset, None)
+        self.flusher.forget([old])
         old.delete()
         self._append_segment(self._new_segment(base))
 
@@ -360,79 +337,27 @@ class PartitionLog:
             self._check_open()
             if self.segments[-1].size == 0:
                 return self.segments[-1]
-            return self._roll_to(self.log_end_offset)
+            try:
+                return self._roll_to(self.log_end_offset)
+            except OSError as exc:
+                raise self.io_failed(exc, "roll") from exc
 
     # --- async append and flush -------------------------------------------------------
 
     async def append_async(self, records, **kwargs) -> AppendInfo:
         """``append``, then wait for durability as the flush policy requires."""
-        rolled_from = len(self.segments)
+        segments_before = len(self.segments)
         info = self.append(records, **kwargs)
-        policy = self.config.flush_policy
-        if policy == "always":
-            await self.flush_async()
-        elif policy == "batch":
-            await self._group_flush()
-        elif len(self.segments) != rolled_from:
-            # Like Kafka after a roll: flush the segments that stopped being active in
-            # the background, which advances the recovery point.
-            task = asyncio.get_running_loop().create_task(self.flush_async())
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+        await self.flusher.after_append(rolled=len(self.segments) != segments_before)
         return info
 
     async def flush_async(self) -> None:
         """fsync everything written so far, in a worker thread."""
-        loop = asyncio.get_running_loop()
-        pending, upto = self._take_unflushed()
-        await loop.run_in_executor(None, self._fsync_segments, pending, upto)
-
-    async def _group_flush(self) -> None:
-        loop = asyncio.get_running_loop()
-        waiter = loop.create_future()
-        self._flush_waiters.append(waiter)
-        if self._flusher is None or self._flusher.done():
-            self._flusher = loop.create_task(self._run_group_flushes())
-        await waiter
-
-    async def _run_group_flushes(self) -> None:
-        # One fsync covers every append whose write happened before it started;
-        # appends arriving meanwhile wait for the next round (group commit).
-        while self._flush_waiters:
-            waiters, self._flush_waiters = self._flush_waiters, []
-            try:
-                await self.flush_async()
-            except BaseException as exc:  # noqa: BLE001 - handed to every waiter
-                for w in waiters:
-                    if not w.done():
-                        w.set_exception(exc)
-                continue
-            for w in waiters:
-                if not w.done():
-                    w.set_result(None)
-
-    def _take_unflushed(self) -> tuple[list[LogSegment], int]:
-        with self._lock:
-            pending = list(self._unflushed.values())
-            self._unflushed.clear()
-            return pending, self.log_end_offset
-
-    def _fsync_segments(self, segments: list[LogSegment], upto: int) -> None:
-        for segment in segments:
-            try:
-                segment.flush()
-            except OSError:
-                if not segment.closed:
-                    raise
-        fsync_dir(self.directory)
-        with self._lock:
-            if upto > self.recovery_point:
-                self.recovery_point = upto
+        await self.flusher.flush_async()
 
     def flush(self) -> None:
-        """fsync everything written so far (synchronous)."""
-        pending, upto = self._take_unflushed()
-        self._fsync_segments(pending, upto)
+        """fsync everything written so far (synchronously)."""
+        self.flusher.flush()
 
     # --- read --------------------------------------------------------------------------
 
@@ -538,35 +463,20 @@ class PartitionLog:
         now = self.clock() if now_ms is None else now_ms
         with self._lock:
             self._check_open()
-            cfg = self.config
-            doomed = 0
-            # Every segment may go except an empty active one (LocalLog.deletableSegments).
-            candidates = self.segments if self.segments[-1].size > 0 else self.segments[:-1]
-            # Segments entirely below the log start offset (DeleteRecords).
-            while doomed < len(self.segments) - 1 and \
-                    self.segments[doomed + 1].base_offset <= self.log_start_offset:
-                doomed += 1
-            if cfg.delete:
-                if cfg.retention_ms >= 0:
-                    while doomed < len(candidates) and now - candidates[doomed].largest_timestamp > cfg.retention_ms:
-                        doomed += 1
-                if cfg.retention_bytes >= 0:
-                    excess = self.size_bytes - cfg.retention_bytes
-                    for seg in candidates[:doomed]:
-                        excess -= seg.size
-                    while doomed < len(candidates) and excess - candidates[doomed].size >= 0:
-                        excess -= candidates[doomed].size
-                        doomed += 1
+            doomed = deletable_count(self.segments, self.log_start_offset, self.config, now)
             if not doomed:
                 return 0
-            if doomed == len(self.segments):
-                self._roll_to(self.log_end_offset)
-            gone = self.segments[:doomed]
-            del self.segments[:doomed]
-            del self._bases[:doomed]
-            for seg in gone:
-                self._unflushed.pop(seg.base_offset, None)
-                seg.delete()
+            try:
+                if doomed == len(self.segments):
+                    self._roll_to(self.log_end_offset)
+                gone = self.segments[:doomed]
+                del self.segments[:doomed]
+                del self._bases[:doomed]
+                self.flusher.forget(gone)
+                for seg in gone:
+                    seg.delete()
+            except OSError as exc:
+                raise self.io_failed(exc, "retention") from exc
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
             log.info(
                 "segments_deleted",
@@ -594,16 +504,19 @@ class PartitionLog:
             if offset <= self.segments[0].base_offset:
                 self.truncate_fully_and_start_at(offset)
                 return
-            while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
-                seg = self.segments.pop()
-                self._bases.pop()
-                self._unflushed.pop(seg.base_offset, None)
-                seg.delete()
-            active = self.segments[-1]
-            # Whole batches go: the log end becomes the end of what is left (Kafka
-            # sets it to ``offset`` even inside a batch, which a reopen would undo).
-            removed = active.truncate_to(offset)
-            self._unflushed[active.base_offset] = active
+            try:
+                while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+                    seg = self.segments.pop()
+                    self._bases.pop()
+                    self.flusher.forget([seg])
+                    seg.delete()
+                active = self.segments[-1]
+                # Whole batches go: the log end becomes the end of what is left (Kafka
+                # sets it to ``offset`` even inside a batch, which a reopen would undo).
+                removed = active.truncate_to(offset)
+            except OSError as exc:
+                raise self.io_failed(exc, "truncation") from exc
+            self.flusher.written(active)
             end = self.log_end_offset
             self.recovery_point = min(self.recovery_point, end)
             # LocalLog.truncateTo: the log start never stays above the new end.
@@ -616,12 +529,15 @@ class PartitionLog:
         """Drop every segment and start an empty log at ``offset``."""
         with self._lock:
             self._check_open()
-            for seg in self.segments:
-                seg.delete()
-            self.segments.clear()
-            self._bases.clear()
-            self._unflushed.clear()
-            self._append_segment(self._new_segment(offset))
+            try:
+                for seg in self.segments:
+                    seg.delete()
+                self.segments.clear()
+                self._bases.clear()
+                self.flusher.clear()
+                self._append_segment(self._new_segment(offset))
+            except OSError as exc:
+                raise self.io_failed(exc, "truncation") from exc
             self.log_start_offset = offset
             self.recovery_point = offset
             self.cleaner_offset = None
@@ -645,6 +561,27 @@ class PartitionLog:
 
         return clean_log(self, self.clock() if now_ms is None else now_ms, force=force)
 
+    def replace_segments(self, old: list[LogSegment], new: LogSegment, swap_files) -> bool:
+        """Put ``new`` in the place of the consecutive non-active segments ``old``.
+
+        ``swap_files()`` does the crash-safe file work (the cleaner's swap
+        protocol) with the lock held.  Returns False, doing nothing, when the
+        log moved on meanwhile (retention, truncation, closing).
+        """
+        with self._lock:
+            present = {id(s) for s in self.segments[:-1]}
+            if self.closed or self.offline or any(id(s) not in present for s in old):
+                return False
+            try:
+                swap_files()
+            except OSError as exc:
+                raise self.io_failed(exc, "compaction swap") from exc
+            self.flusher.forget(old)
+            first = self.segments.index(old[0])
+            self.segments[first : first + len(old)] = [new]
+            self._bases[first : first + len(old)] = [new.base_offset]
+            return True
+
     async def compact_async(self, now_ms: int | None = None, *, force: bool = False):
         """``compact`` in a worker thread; appends and reads go on meanwhile."""
         loop = asyncio.get_running_loop()
@@ -657,12 +594,22 @@ class PartitionLog:
         with self._lock:
             if self.closed:
                 return
-            for seg in self.segments:
-                seg.on_become_inactive()
-            for seg in self.segments:
-                seg.flush_all()
-            fsync_dir(self.directory)
+            if self.offline:
+                # Nothing more is written to a failed log dir: its logs are
+                # recovered at the next start.
+                self.close_files()
+                return
+            try:
+                for seg in self.segments:
+                    seg.on_become_inactive()
+                for seg in self.segments:
+                    seg.flush()
+                fsync_dir(self.directory)
+            except OSError as exc:
+                self.close_files()
+                raise self.io_failed(exc, "close") from exc
             self.recovery_point = self.log_end_offset
+            self.flusher.clear()
             for seg in self.segments:
                 seg.close()
             self.closed = True

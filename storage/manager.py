@@ -27,6 +27,7 @@ import structlog
 
 from storage.config import LogConfig
 from storage.files import fsync_dir, write_atomically
+from storage.errors import KafkaStorageError
 from storage.log import PartitionLog, wall_clock_ms
 
 log = structlog.get_logger("kcoord.storage")
@@ -151,8 +152,11 @@ class LogManager:
         *,
         config_for: Callable[[str], LogConfig | None] | None = None,
         clock: Callable[[], int] = wall_clock_ms,
+        on_offline: Callable[[str], None] | None = None,
     ):
         self.data_dir = data_dir
+        self.on_offline = on_offline
+        self.offline = False
         self.default_config = default_config or LogConfig()
         self.config_for = config_for
         self.clock = clock
@@ -173,6 +177,31 @@ class LogManager:
             if cfg is not None:
                 return cfg
         return self.default_config
+
+    # --- failure ------------------------------------------------------------------------
+
+    def _log_io_error(self, plog: PartitionLog, exc: OSError) -> None:
+        self.dir_failed(f"{plog.name}: {exc}")
+
+    def dir_failed(self, reason: str) -> None:
+        """Take the whole log dir offline after an I/O error (LogDirFailureChannel).
+
+        Every log refuses further work with KAFKA_STORAGE_ERROR, nothing more is
+        written (no checkpoints, no clean-shutdown marker, so the next start
+        recovers every log), and ``on_offline`` is told once.
+        """
+        if self.offline:
+            return
+        self.offline = True
+        for plog in list(self.logs.values()):
+            plog.set_offline()
+        log.critical("log_dir_offline", data_dir=self.data_dir, reason=reason)
+        if self.on_offline is not None:
+            self.on_offline(reason)
+
+    def _check_online(self) -> None:
+        if self.offline:
+            raise KafkaStorageError(f"the log dir {self.data_dir} is offline")
 
     # --- opening ------------------------------------------------------------------------
 
@@ -236,6 +265,7 @@ class LogManager:
             cleaner_offset=cleaner_offset,
             clean_shutdown=self.clean_shutdown and key in self._recovery_points,
             clock=self.clock,
+            on_io_error=self._log_io_error,
         )
         self.logs[key] = plog
         return plog
@@ -259,6 +289,7 @@ class LogManager:
         key = (topic, partition)
         plog = self.logs.get(key)
         if plog is None:
+            self._check_online()
             plog = self._create(key, config, topic_id)
             fsync_dir(self.data_dir)
         return plog
@@ -282,6 +313,7 @@ class LogManager:
         failure (out of file descriptors, disk full) whatever was made is
         removed again and the error raised.
         """
+        self._check_online()
         keys = [(topic, p) for p in range(count)]
         made: list[PartitionLog] = []
         try:
@@ -292,7 +324,7 @@ class LogManager:
                 os.makedirs(path, exist_ok=True)
                 write_partition_metadata(path, topic_id)
                 made.append(PartitionLog(path, config if config is not None else self._config(topic),
-                                         clock=self.clock))
+                                         clock=self.clock, on_io_error=self._log_io_error))
             fsync_dir(self.data_dir)
         except BaseException:
             self.remove_partitions(made, [(topic, p) for p in range(len(made), count)])
@@ -394,6 +426,8 @@ class LogManager:
 
     def write_checkpoints(self) -> None:
         """Write the three checkpoint files from the logs open now (any thread)."""
+        if self.offline:
+            return
         with self._checkpoint_lock:
             for key, plog in list(self.logs.items()):
                 self._recovery_points[key] = plog.recovery_point
@@ -406,18 +440,41 @@ class LogManager:
             self._write_checkpoint_files()
 
     def _write_checkpoint_files(self) -> None:
-        write_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_FILE), self._recovery_points)
-        write_checkpoint(os.path.join(self.data_dir, LOG_START_FILE), self._log_starts)
-        write_checkpoint(os.path.join(self.data_dir, CLEANER_FILE), self._cleaner_offsets)
+        try:
+            write_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_FILE), self._recovery_points)
+            write_checkpoint(os.path.join(self.data_dir, LOG_START_FILE), self._log_starts)
+            write_checkpoint(os.path.join(self.data_dir, CLEANER_FILE), self._cleaner_offsets)
+        except OSError as exc:
+            self.dir_failed(f"checkpoint write: {exc}")
+            raise KafkaStorageError(f"could not write the checkpoints: {exc}") from exc
         self._on_disk = set(self._recovery_points) | set(self._log_starts) | set(self._cleaner_offsets)
 
     def close(self) -> None:
-        """Flush and close every log, write the checkpoints and the clean-shutdown marker."""
+        """Flush and close every log, write the checkpoints and the clean-shutdown marker.
+
+        A log dir that went offline is only closed: without the marker the next
+        start recovers every log.
+        """
         for plog in self.logs.values():
-            plog.close()
+            try:
+                plog.close()
+            except KafkaStorageError:
+                pass  # reported by dir_failed; the remaining logs are closed without flushing
+        if self.offline:
+            log.warning("log_manager_closed_offline", data_dir=self.data_dir, logs=len(self.logs))
+            return
         self.write_checkpoints()
-        with open(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE), "w") as f:
-            f.flush()
-            os.fsync(f.fileno())
-        fsync_dir(self.data_dir)
+        try:
+            with open(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE), "w") as f:
+                f.flush()
+                os.fsync(f.fileno())
+            fsync_dir(self.data_dir)
+        except OSError as exc:
+            self.dir_failed(f"clean-shutdown marker: {exc}")
+            return
         log.info("log_manager_closed", data_dir=self.data_dir, logs=len(self.logs))
+
+    async def drain(self) -> None:
+        """Wait for the flushes in flight of every log (before ``close``)."""
+        for plog in list(self.logs.values()):
+            await plog.flusher.drain()

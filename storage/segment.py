@@ -273,10 +273,7 @@ class LogSegment:
         return int(os.fstat(self.fd).st_mtime * 1000)
 
     def flush(self) -> None:
-        if not self.closed:
-            os.fsync(self.fd)
-
-    def flush_all(self) -> None:
+        """fsync the log and both indexes (LogSegment.flush)."""
         if not self.closed:
             os.fsync(self.fd)
             self.offset_index.flush()

@@ -1,0 +1,83 @@
+"""Opening a partition folder: the steps of Kafka's LogLoader.
+
+1. Finish or roll back compaction swaps a crash cut short.
+2. Delete index files that have no ``.log``.
+3. After an unclean shutdown, recover every segment from the one holding the
+   recovery point: validate each batch (CRC-32C, sizes, offsets that never go
+   back), rebuild the indexes and cut the segment after its last valid batch;
+   segments after a cut are deleted.  Offset gaps are not corruption:
+   compacted logs, logs whose policy changed and folders copied from a Kafka
+   broker all have them.
+4. Otherwise trust the files, rebuilding an index only if it fails its sanity
+   check.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from bisect import bisect_right
+
+import structlog
+
+from storage.config import LogConfig
+from storage.segment import LogSegment, segment_name
+
+log = structlog.get_logger("kcoord.storage")
+
+SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)(\.\w+)?$")
+
+
+def segment_bases(directory: str) -> list[int]:
+    """Base offsets of the ``.log`` files in a folder, in order."""
+    bases = set()
+    for fname in os.listdir(directory):
+        m = SEGMENT_FILE.match(fname)
+        if m and m.group(2) == "log" and not m.group(3):
+            bases.add(int(m.group(1)))
+    return sorted(bases)
+
+
+def remove_orphan_indexes(directory: str, bases: list[int]) -> None:
+    known = set(bases)
+    for fname in os.listdir(directory):
+        m = SEGMENT_FILE.match(fname)
+        if m and m.group(2) in ("index", "timeindex") and not m.group(3):
+            if int(m.group(1)) not in known:
+                os.unlink(os.path.join(directory, fname))
+
+
+def load_segments(directory: str, config: LogConfig, *, recovery_point: int,
+                  clean_shutdown: bool, name: str) -> list[LogSegment]:
+    """Open (and after a crash, recover) the segments of a folder, in offset order."""
+    from storage.cleaner import complete_interrupted_swaps
+
+    complete_interrupted_swaps(directory)
+    ordered = segment_bases(directory)
+    remove_orphan_indexes(directory, ordered)
+    recover_from = None
+    if not clean_shutdown:
+        # Every segment that may hold unflushed data: the one containing the
+        # recovery point and all later ones (LogLoader.recoverLog).
+        i = bisect_right(ordered, recovery_point) - 1
+        recover_from = ordered[max(i, 0)] if ordered else 0
+    segments: list[LogSegment] = []
+    for n, base in enumerate(ordered):
+        segment = LogSegment(directory, base, index_interval_bytes=config.index_interval_bytes)
+        if recover_from is None or base < recover_from:
+            segment.load()
+            segments.append(segment)
+            continue
+        before = segment.size
+        truncated = segment.recover()
+        log.info("segment_recovered", log=name, segment=segment_name(base),
+                 bytes_valid=segment.size, bytes_truncated=truncated, bytes_before=before)
+        segments.append(segment)
+        if truncated > 0:
+            for later in ordered[n + 1:]:
+                stale = LogSegment(directory, later)
+                log.warning("segment_deleted_after_truncation", log=name,
+                            segment=segment_name(later), bytes=stale.size)
+                stale.delete()
+            break
+    return segments
