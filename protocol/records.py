@@ -466,6 +466,42 @@ def decode_records_fast(data: bytes, count: int, base_offset: int, base_ts: int,
     return records
 
 
+def walk_records(data: bytes, count: int) -> list[tuple[int, int, int, int]]:
+    """``(offset delta, timestamp delta, key length, value length)`` of each record
+    of a decompressed batch, reading only lengths and varints (no objects).
+
+    Raises ``CorruptRecordError`` where the records do not fill ``data`` exactly
+    as ``count`` records of valid structure.
+    """
+    zz = _zigzag_at
+    out = []
+    pos = 0
+    end = len(data)
+    try:
+        for _ in range(count):
+            length, pos = zz(data, pos)
+            stop = pos + length
+            if length < 0 or stop > end:
+                raise CorruptRecordError("record length exceeds the batch")
+            ts_delta, pos = zz(data, pos + 1, 63)
+            offset_delta, pos = zz(data, pos)
+            key_len, pos = zz(data, pos)
+            if key_len > 0:
+                pos += key_len
+            value_len, pos = zz(data, pos)
+            if value_len > 0:
+                pos += value_len
+            if pos > stop:
+                raise CorruptRecordError("record length does not match its content")
+            out.append((offset_delta, ts_delta, key_len, value_len))
+            pos = stop
+    except IndexError:
+        raise CorruptRecordError("truncated record") from None
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} bytes after the last record")
+    return out
+
+
 def batch_payload(buf, pos: int = 0, size: int | None = None) -> bytes:
     """The decompressed record bytes of the v2 batch at ``pos``."""
     header = batch_header(buf, pos)

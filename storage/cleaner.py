@@ -110,6 +110,15 @@ def cleanable_range(plog, now: int) -> CleanableRange | None:
     return CleanableRange(first_dirty, first_uncleanable, usable, clean, dirty)
 
 
+def _compaction_lag_exceeded(plog, rng: CleanableRange, now: int) -> bool:
+    """LogCleanerManager.maxCompactionDelay: a dirty segment whose first batch is
+    older than max.compaction.lag.ms is cleaned whatever the dirty ratio."""
+    stamps = [s.first_batch_timestamp for s in rng.segments
+              if s.next_offset > rng.first_dirty and s.first_batch_timestamp
+              and s.first_batch_timestamp > 0]
+    return bool(stamps) and min(stamps) < now - max(plog.config.max_compaction_lag_ms, 0)
+
+
 def clean_log(plog, now: int, *, force: bool = False) -> CleanStats | None:
     started = time.monotonic()
     with plog._lock:
@@ -122,7 +131,7 @@ def clean_log(plog, now: int, *, force: bool = False) -> CleanStats | None:
         horizon_due = (
             plog.earliest_delete_horizon is not None and plog.earliest_delete_horizon <= now
         )
-        if not force and not horizon_due and (
+        if not force and not horizon_due and not _compaction_lag_exceeded(plog, rng, now) and (
             rng.dirty_bytes == 0 or rng.dirty_ratio < plog.config.min_cleanable_dirty_ratio
         ):
             return None

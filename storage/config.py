@@ -38,6 +38,16 @@ def _flush(value) -> str:
     return value
 
 
+COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
+
+
+def _compression(value) -> str:
+    value = str(value).strip().lower()
+    if value not in COMPRESSION_TYPES:
+        raise ValueError(f"invalid compression.type {value!r}")
+    return value
+
+
 def _timestamp_type(value) -> str:
     value = str(value).strip()
     if value not in ("CreateTime", "LogAppendTime"):
@@ -60,6 +70,13 @@ class LogConfig:
     max_compaction_lag_ms: int = LONG_MAX
     max_message_bytes: int = 1024 * 1024 + 12
     message_timestamp_type: str = "CreateTime"
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
+    message_timestamp_difference_max_ms: int = LONG_MAX  # deprecated; fills the two above
+    compression_type: str = "producer"
+    segment_jitter_ms: int = 0
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
     flush_policy: str = "never"
 
     # Kafka property name -> (attribute, parser)
@@ -77,11 +94,24 @@ class LogConfig:
         "max.compaction.lag.ms": ("max_compaction_lag_ms", int),
         "max.message.bytes": ("max_message_bytes", int),
         "message.timestamp.type": ("message_timestamp_type", _timestamp_type),
+        "message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", int),
+        "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", int),
+        "message.timestamp.difference.max.ms": ("message_timestamp_difference_max_ms", int),
+        "compression.type": ("compression_type", _compression),
+        "segment.jitter.ms": ("segment_jitter_ms", int),
+        "flush.messages": ("flush_messages", int),
+        "flush.ms": ("flush_ms", int),
         "flush.policy": ("flush_policy", _flush),
     }
 
     def __post_init__(self):
         object.__setattr__(self, "cleanup_policy", _policy(self.cleanup_policy))
+        # LogConfig.getMessageTimestampBeforeMaxMs/AfterMaxMs: the deprecated
+        # difference bound applies where the new ones keep their default.
+        for attr in ("message_timestamp_before_max_ms", "message_timestamp_after_max_ms"):
+            if getattr(self, attr) == LONG_MAX:
+                object.__setattr__(self, attr, self.message_timestamp_difference_max_ms)
+        _compression(self.compression_type)
         _flush(self.flush_policy)
         _timestamp_type(self.message_timestamp_type)
         if self.segment_bytes < 14:
@@ -117,6 +147,19 @@ class LogConfig:
     @property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
+
+    @property
+    def max_segment_ms(self) -> int:
+        """LogConfig.maxSegmentMs: a compacted log rolls by max.compaction.lag.ms too."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
+
+    def random_segment_jitter(self, rng) -> int:
+        """LogConfig.randomSegmentJitter."""
+        if self.segment_jitter_ms == 0:
+            return 0
+        return rng.randrange(1 << 31) % min(self.segment_jitter_ms, self.segment_ms)
 
     @property
     def log_append_time(self) -> bool:

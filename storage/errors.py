@@ -1,26 +1,61 @@
-"""Errors the storage engine raises; the broker maps them to Kafka error codes."""
+"""Errors the storage engine raises, each with the Kafka error code the broker answers."""
 
+from protocol.errors import ErrorCode
 from protocol.records import CorruptRecordError
 
 
 class StorageError(Exception):
-    pass
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class OffsetOutOfRangeError(StorageError):
-    """OFFSET_OUT_OF_RANGE (1): below the log start offset or beyond the log end offset."""
+    """Below the log start offset or beyond the log end offset."""
+
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
 
 
 class RecordTooLargeError(StorageError):
-    """MESSAGE_TOO_LARGE (10): a batch bigger than max.message.bytes."""
+    """A batch bigger than max.message.bytes."""
+
+    code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+class RecordBatchTooLargeError(StorageError):
+    """An append bigger than segment.bytes."""
+
+    code = ErrorCode.RECORD_LIST_TOO_LARGE
+
+
+class CorruptBatchError(StorageError):
+    """A batch whose CRC or framing is wrong (CorruptRecordException)."""
+
+    code = ErrorCode.CORRUPT_MESSAGE
 
 
 class InvalidRecordError(StorageError):
-    """CORRUPT_MESSAGE (2) / INVALID_RECORD (87): not a valid v2 batch."""
+    """Not a valid batch or record for this log (InvalidRecordException).
+
+    ``record_errors`` lists ``(batch index, message)`` of the records that
+    failed, when the failure is about records (Produce v8+ reports them).
+    """
+
+    code = ErrorCode.INVALID_RECORD
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]] | None = None):
+        super().__init__(message)
+        self.record_errors = record_errors or []
+
+
+class InvalidTimestampError(InvalidRecordError):
+    """A record timestamp outside the topic's bounds (InvalidTimestampException)."""
+
+    code = ErrorCode.INVALID_TIMESTAMP
 
 
 class KafkaStorageError(StorageError):
-    """KAFKA_STORAGE_ERROR (56): the log dir went offline after an I/O error."""
+    """The log dir went offline after an I/O error."""
+
+    code = ErrorCode.KAFKA_STORAGE_ERROR
 
 
 class LogClosedError(StorageError):
@@ -31,7 +66,10 @@ __all__ = [
     "StorageError",
     "OffsetOutOfRangeError",
     "RecordTooLargeError",
+    "RecordBatchTooLargeError",
+    "CorruptBatchError",
     "InvalidRecordError",
+    "InvalidTimestampError",
     "LogClosedError",
     "KafkaStorageError",
     "CorruptRecordError",

@@ -36,11 +36,14 @@ class LogFlusher:
         self._waiters: list[asyncio.Future] = []
         self._group: asyncio.Task | None = None
         self._background: set[asyncio.Task] = set()
+        self.unflushed_messages = 0  # for flush.messages
+        self.last_flush_ms: int | None = None  # for flush.ms
 
     # --- bookkeeping (called with the log's lock held) ------------------------------
 
-    def written(self, segment: "LogSegment") -> None:
+    def written(self, segment: "LogSegment", messages: int = 0) -> None:
         self.unflushed[segment.base_offset] = segment
+        self.unflushed_messages += messages
 
     def forget(self, segments) -> None:
         for segment in segments:
@@ -57,6 +60,8 @@ class LogFlusher:
             raise KafkaStorageError(f"the log dir of {self.plog.name} is offline")
         with self.plog._lock:
             pending = [(seg, seg.size) for seg in self.unflushed.values()]
+            self.unflushed_messages = 0
+            self.last_flush_ms = self.plog.clock()
             return pending, self.plog.log_end_offset
 
     def _fsync(self, pending, upto: int) -> None:
@@ -89,8 +94,14 @@ class LogFlusher:
 
     async def after_append(self, rolled: bool) -> None:
         """Wait for durability as the log's fsync policy requires."""
-        policy = self.plog.config.flush_policy
-        if policy == "always":
+        config = self.plog.config
+        policy = config.flush_policy
+        if self.last_flush_ms is None:
+            self.last_flush_ms = self.plog.clock()
+        if policy == "always" or self.unflushed_messages >= config.flush_messages or \
+                self.plog.clock() - self.last_flush_ms >= config.flush_ms:
+            # Kafka flushes in the append path once flush.messages records (or
+            # flush.ms) are unflushed; kcoord acknowledges after that fsync.
             await self.flush_async()
         elif policy == "batch":
             await self._group_flush()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import threading
 import time
 from bisect import bisect_right
@@ -33,31 +34,18 @@ from typing import Callable, Iterator
 
 import structlog
 
-from protocol.records import (
-    RECORD_BATCH_OVERHEAD,
-    CorruptRecordError,
-    batch_header,
-    iter_entries,
-    set_base_offset,
-    set_log_append_time,
-    set_partition_leader_epoch,
-    validate_batch,
-)
+from protocol.records import RECORD_BATCH_OVERHEAD, batch_header, iter_entries
 from storage.config import LogConfig
-from storage.errors import (
-    InvalidRecordError,
-    KafkaStorageError,
-    LogClosedError,
-    OffsetOutOfRangeError,
-    RecordTooLargeError,
-)
+from storage.errors import KafkaStorageError, LogClosedError, OffsetOutOfRangeError
 from storage.files import fsync_dir
 from storage.flush import LogFlusher
 from storage.loader import load_segments
 from storage.retention import deletable_count
 from storage.segment import INT32_MAX, LogSegment, segment_name
+from storage.validator import AppendOrigin, validate_and_assign
 
 log = structlog.get_logger("kcoord.storage")
+_jitter = random.Random()
 
 
 def wall_clock_ms() -> int:
@@ -158,6 +146,7 @@ class PartitionLog:
             self.directory, base_offset, index_interval_bytes=self.config.index_interval_bytes
         )
         segment.next_offset = base_offset
+        segment.roll_jitter_ms = self.config.random_segment_jitter(_jitter)
         if segment.size:
             # A stale file at this base (e.g. after truncation) must not leak into the log.
             os.ftruncate(segment.fd, 0)
@@ -216,79 +205,42 @@ class PartitionLog:
         now_ms: int | None = None,
         leader_epoch: int | None = None,
         assign_offsets: bool = True,
+        origin: AppendOrigin | None = None,
     ) -> AppendInfo:
-        """Append one or more v2 batches, assigning offsets from the log end offset.
+        """Validate and append v2 batches (``storage.validator``), assigning offsets
+        from the log end offset.
 
-        Every batch is checked (magic, sizes, CRC-32C) before anything is
-        written; ``baseOffset`` and ``partitionLeaderEpoch`` are rewritten in
-        place (outside the CRC).  With ``assign_offsets=False`` the batches keep
-        their offsets, which must not go backwards.
+        ``origin`` says who wrote the batches (``CLIENT`` by default: every
+        check applies).  With ``assign_offsets=False`` (``REPLICATION``) the
+        batches keep their offsets, which must move forward.  Nothing is
+        written unless every check passes.
         """
+        if origin is None:
+            origin = AppendOrigin.CLIENT if assign_offsets else AppendOrigin.REPLICATION
         buf = bytearray(records)
-        if not buf:
-            raise InvalidRecordError("no record batches to append")
         now = self.clock() if now_ms is None else now_ms
-        try:
-            entries = list(iter_entries(buf))
-        except CorruptRecordError as exc:
-            raise InvalidRecordError(str(exc)) from exc
         with self._lock:
             self._check_open()
-            next_offset = self.log_end_offset
-            first_offset = None
-            max_ts, offset_of_max = -1, next_offset
-            append_time = -1
-            for pos, size, magic in entries:
-                if magic != 2:
-                    raise InvalidRecordError(f"magic {magic}: legacy message sets are up-converted first")
-                if size > self.config.max_message_bytes:
-                    # Kafka compares the whole batch, log overhead included.
-                    raise RecordTooLargeError(
-                        f"batch of {size} bytes exceeds max.message.bytes "
-                        f"{self.config.max_message_bytes}"
-                    )
-                try:
-                    header = validate_batch(buf, pos, size)
-                except CorruptRecordError as exc:
-                    raise InvalidRecordError(str(exc)) from exc
-                if assign_offsets:
-                    set_base_offset(buf, pos, next_offset)
-                    base = next_offset
-                else:
-                    base = header.base_offset
-                    if base < next_offset:
-                        raise InvalidRecordError(
-                            f"batch offset {base} is below the log end offset {next_offset}"
-                        )
-                if leader_epoch is not None:
-                    set_partition_leader_epoch(buf, pos, leader_epoch)
-                if self.config.log_append_time and not header.is_control:
-                    set_log_append_time(buf, pos, now)
-                    append_time = now
-                    batch_max = now
-                else:
-                    batch_max = header.max_timestamp
-                if first_offset is None:
-                    first_offset = base
-                last = base + header.last_offset_delta
-                if batch_max > max_ts:
-                    max_ts, offset_of_max = batch_max, last
-                next_offset = last + 1
-            last_offset = next_offset - 1
+            checked = validate_and_assign(
+                buf, tp=self.name, config=self.config, next_offset=self.log_end_offset, now=now,
+                origin=origin, leader_epoch=leader_epoch)
+            data = checked.records
             try:
-                segment = self._maybe_roll(len(buf), max_ts, first_offset, last_offset, now)
-                segment.append(buf, last_offset, max_ts, offset_of_max)
+                segment = self._maybe_roll(len(data), checked.max_timestamp, checked.first_offset,
+                                           checked.last_offset, now)
+                segment.append(data, checked.last_offset, checked.max_timestamp,
+                               checked.offset_of_max_timestamp)
             except OSError as exc:
                 raise self.io_failed(exc, "append") from exc
-            self.flusher.written(segment)
+            self.flusher.written(segment, checked.last_offset - checked.first_offset + 1)
             return AppendInfo(
-                first_offset=first_offset,
-                last_offset=last_offset,
-                max_timestamp=max_ts,
-                offset_of_max_timestamp=offset_of_max,
-                log_append_time=append_time,
+                first_offset=checked.first_offset,
+                last_offset=checked.last_offset,
+                max_timestamp=checked.max_timestamp,
+                offset_of_max_timestamp=checked.offset_of_max_timestamp,
+                log_append_time=checked.log_append_time,
                 log_start_offset=self.log_start_offset,
-                size=len(buf),
+                size=len(data),
             )
 
     def _maybe_roll(self, size: int, max_ts: int, first: int, last: int, now: int) -> LogSegment:
@@ -307,7 +259,7 @@ class PartitionLog:
             waited = now - seg.created_ms
         if (
             seg.size > cfg.segment_bytes - size
-            or waited > cfg.segment_ms
+            or waited > cfg.max_segment_ms - seg.roll_jitter_ms
             or seg.offset_index.is_full(cfg.segment_index_bytes)
             or seg.time_index.is_full(cfg.segment_index_bytes)
             or last - seg.base_offset > INT32_MAX

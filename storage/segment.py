@@ -58,6 +58,7 @@ class LogSegment:
         self.first_batch_timestamp: int | None = None  # for segment.ms (rollingBasedTimestamp)
         self.next_offset = base_offset  # offset after the last batch (valid once loaded)
         self.created_ms = int(time.time() * 1000) if created_ms is None else created_ms
+        self.roll_jitter_ms = 0  # segment.jitter.ms, drawn when the segment is created
         self.closed = False
 
     # --- loading ---------------------------------------------------------------------

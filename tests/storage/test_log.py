@@ -16,6 +16,8 @@ from storage import (
     PartitionLog,
     RecordTooLargeError,
 )
+from storage.errors import CorruptBatchError
+from storage.validator import AppendOrigin
 from tests.storage.helpers import all_records, batch, batch_offsets
 
 
@@ -110,7 +112,9 @@ def test_append_assigns_offsets_and_rewrites_epoch(logdir):
     plog = PartitionLog(logdir)
     info = plog.append(batch([b"a", b"b", b"c"], ts=500), leader_epoch=3)
     assert (info.first_offset, info.last_offset, info.max_timestamp) == (0, 2, 502)
-    info = plog.append(batch([b"d"]) + batch([b"e", b"f"]))
+    with pytest.raises(InvalidRecordError, match="more than one batch"):
+        plog.append(batch([b"d"]) + batch([b"e", b"f"]))  # one batch per client append
+    info = plog.append(batch([b"d"]) + batch([b"e", b"f"]), origin=AppendOrigin.COORDINATOR)
     assert (info.first_offset, info.last_offset) == (3, 5)
     assert plog.log_end_offset == 6
     data = plog.read(0, 1 << 20)
@@ -122,7 +126,7 @@ def test_append_rejects_bad_batches(logdir):
     plog = PartitionLog(logdir, LogConfig(max_message_bytes=200))
     bad = bytearray(batch([b"v"]))
     bad[-1] ^= 1
-    with pytest.raises(InvalidRecordError):
+    with pytest.raises(CorruptBatchError, match="Record is corrupt"):
         plog.append(bytes(bad))
     with pytest.raises(InvalidRecordError):
         plog.append(R.build_legacy([R.Record(None, 1, b"k", b"v")], magic=1))
