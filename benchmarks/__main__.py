@@ -22,6 +22,7 @@ BENCHMARKS = {
     "codec": "benchmarks.bench_codec",
     "server": "benchmarks.bench_server",
     "storage": "benchmarks.bench_storage",
+    "topics": "benchmarks.bench_topics",
     "kafka": "benchmarks.bench_kafka",
 }
 

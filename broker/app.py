@@ -171,7 +171,10 @@ class Broker:
             log.exception("maintenance.failed", action=action.__name__)
 
     async def _checkpoint_pass(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self.logs.write_checkpoints)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.logs.write_checkpoints)
+        if self.logs.pending_removals:
+            await loop.run_in_executor(None, self.logs.remove_leftover_dirs)
 
     async def _retention_pass(self) -> None:
         loop = asyncio.get_running_loop()

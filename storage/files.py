@@ -14,10 +14,12 @@ def fsync_dir(path) -> None:
         os.close(fd)
 
 
-def write_atomically(path, text: str) -> None:
+def write_atomically(path, text: str, *, sync_dir: bool = True) -> None:
     """Replace ``path`` by ``text``: temporary file, fsync, rename, fsync of the folder.
 
-    A crash leaves the old file or the new one, never a torn one.
+    A crash leaves the old file or the new one, never a torn one.  With
+    ``sync_dir=False`` the caller fsyncs the folder later (once for many files);
+    until then a machine crash may leave the old file or none.
     """
     path = os.fspath(path)
     tmp = path + ".tmp"
@@ -26,4 +28,5 @@ def write_atomically(path, text: str) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    fsync_dir(os.path.dirname(path) or ".")
+    if sync_dir:
+        fsync_dir(os.path.dirname(path) or ".")

@@ -29,7 +29,10 @@ class _Index:
     def __init__(self, path: str, base_offset: int):
         self.path = path
         self.base_offset = base_offset
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        # Entries live in memory; the file is opened (and created) on the first
+        # write, so a segment without index entries holds no descriptor.
+        self.fd = -1
+        self.dirty = False  # written since the last fsync
         self._load()
 
     def _load(self) -> None:
@@ -39,23 +42,44 @@ class _Index:
         raise NotImplementedError
 
     def _read_all(self) -> bytes:
-        size = os.fstat(self.fd).st_size
-        data = os.pread(self.fd, size, 0) if size else b""
+        data = b""
+        try:
+            if os.stat(self.path).st_size:  # a stat costs far less than a failed open
+                with open(self.path, "rb") as f:
+                    data = f.read()
+        except FileNotFoundError:
+            pass
+        self.file_size = len(data)
         usable = len(data) - len(data) % self.entry_size
         return data[:usable]
 
+    def _open(self) -> int:
+        if self.fd < 0:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        return self.fd
+
     def _write(self, raw: bytes, position: int) -> None:
-        os.pwrite(self.fd, raw, position)
+        os.pwrite(self._open(), raw, position)
+        self.dirty = True
+        self.file_size = max(self.file_size, position + len(raw))
+
+    def _truncate(self, size: int) -> None:
+        if self.fd >= 0 or self.file_size > size:
+            os.ftruncate(self._open(), size)
+            self.dirty = True
+        self.file_size = size
 
     def reset(self) -> None:
-        os.ftruncate(self.fd, 0)
+        self._truncate(0)
         self._clear()
 
     def _clear(self) -> None:
         raise NotImplementedError
 
     def flush(self) -> None:
-        os.fsync(self.fd)
+        if self.fd >= 0 and self.dirty:
+            os.fsync(self.fd)
+            self.dirty = False
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -70,7 +94,8 @@ class _Index:
             pass
 
     def rename(self, path: str) -> None:
-        os.rename(self.path, path)
+        if os.path.exists(self.path):
+            os.rename(self.path, path)
         self.path = path
 
     def is_full(self, max_bytes: int) -> bool:
@@ -119,11 +144,11 @@ class OffsetIndex(_Index):
         i = bisect_right(self.relative, offset - self.base_offset - 1)
         del self.relative[i:]
         del self.positions[i:]
-        os.ftruncate(self.fd, i * 8)
+        self._truncate(i * 8)
 
     def is_sane(self, log_size: int) -> bool:
         rel, pos = self.relative, self.positions
-        if os.fstat(self.fd).st_size % 8:
+        if self.file_size % 8:
             return False
         for i in range(len(rel)):
             if rel[i] < 0 or pos[i] < 0 or pos[i] >= max(log_size, 1):
@@ -183,10 +208,10 @@ class TimeIndex(_Index):
             keep -= 1
         del self.timestamps[keep:]
         del self.relative[keep:]
-        os.ftruncate(self.fd, keep * 12)
+        self._truncate(keep * 12)
 
     def is_sane(self) -> bool:
-        if os.fstat(self.fd).st_size % 12:
+        if self.file_size % 12:
             return False
         ts, rel = self.timestamps, self.relative
         for i in range(len(ts)):

@@ -97,7 +97,8 @@ class PartitionLog:
         self.offline = False
         self.flusher = LogFlusher(self)
         self.earliest_delete_horizon: int | None = None
-        os.makedirs(directory, exist_ok=True)
+        if not os.path.isdir(directory):
+            os.makedirs(directory, exist_ok=True)
         self._load(clean_shutdown, log_start_offset)
 
     # --- naming ----------------------------------------------------------------------

@@ -100,10 +100,14 @@ def write_checkpoint(path: str, entries: dict[tuple[str, int], int]) -> None:
 PARTITION_METADATA_FILE = "partition.metadata"
 
 
-def write_partition_metadata(directory: str, topic_id: str) -> None:
-    """Kafka's ``partition.metadata``: the topic id the folder belongs to."""
+def write_partition_metadata(directory: str, topic_id: str, *, sync_dir: bool = True) -> None:
+    """Kafka's ``partition.metadata``: the topic id the folder belongs to.
+
+    Without ``sync_dir`` a machine crash may lose the file (never tear it):
+    the next start writes it again for the topic that owns the folder.
+    """
     write_atomically(os.path.join(directory, PARTITION_METADATA_FILE),
-                     f"version: 0\ntopic_id: {topic_id}\n")
+                     f"version: 0\ntopic_id: {topic_id}\n", sync_dir=sync_dir)
 
 
 def read_partition_metadata(directory: str) -> str | None:
@@ -161,6 +165,7 @@ class LogManager:
         self.config_for = config_for
         self.clock = clock
         self.logs: dict[tuple[str, int], PartitionLog] = {}
+        self.pending_removals: set[str] = set()  # -delete folders not yet removed
         os.makedirs(data_dir, exist_ok=True)
         marker = os.path.join(data_dir, CLEAN_SHUTDOWN_FILE)
         self.clean_shutdown = os.path.exists(marker)
@@ -322,7 +327,7 @@ class LogManager:
             for key in keys:
                 path = os.path.join(self.data_dir, f"{key[0]}-{key[1]}")
                 os.makedirs(path, exist_ok=True)
-                write_partition_metadata(path, topic_id)
+                write_partition_metadata(path, topic_id, sync_dir=False)
                 made.append(PartitionLog(path, config if config is not None else self._config(topic),
                                          clock=self.clock, on_io_error=self._log_io_error))
             fsync_dir(self.data_dir)
@@ -371,6 +376,8 @@ class LogManager:
             fsync_dir(self.data_dir)
         for target in doomed:
             shutil.rmtree(target, ignore_errors=True)
+            if os.path.exists(target):
+                self.pending_removals.add(target)  # retried by remove_leftover_dirs
 
     def delete(self, topic: str, partition: int) -> None:
         """Remove one partition's log and folder (tests and tools)."""
@@ -382,13 +389,18 @@ class LogManager:
         self.remove_partitions([plog] if plog is not None else [], [] if plog else [key])
 
     def remove_leftover_dirs(self) -> int:
-        """Remove ``-delete`` folders a crash left behind (strays are kept for the operator)."""
+        """Remove ``-delete`` folders that a crash, or a failed removal, left behind
+        (strays are kept for the operator)."""
         removed = 0
+        self.pending_removals.clear()
         for name in os.listdir(self.data_dir):
             path = os.path.join(self.data_dir, name)
             if name.endswith("-delete") and os.path.isdir(path):
                 shutil.rmtree(path, ignore_errors=True)
-                removed += 1
+                if os.path.exists(path):
+                    self.pending_removals.add(path)
+                else:
+                    removed += 1
         return removed
 
     # --- maintenance ---------------------------------------------------------------------

@@ -48,8 +48,12 @@ class LogSegment:
         self.suffix = suffix
         prefix = os.path.join(directory, segment_name(base_offset))
         self.log_path = prefix + ".log" + suffix
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.size = os.fstat(self.fd).st_size
+        self._fd = -1
+        try:
+            self.size = os.stat(self.log_path).st_size
+        except FileNotFoundError:
+            os.close(os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644))
+            self.size = 0
         self.offset_index = OffsetIndex(prefix + ".index" + suffix, base_offset)
         self.time_index = TimeIndex(prefix + ".timeindex" + suffix, base_offset)
         self.bytes_since_index_entry = 0
@@ -60,6 +64,16 @@ class LogSegment:
         self.created_ms = int(time.time() * 1000) if created_ms is None else created_ms
         self.roll_jitter_ms = 0  # segment.jitter.ms, drawn when the segment is created
         self.closed = False
+
+    @property
+    def fd(self) -> int:
+        """The ``.log`` file descriptor, opened on first use: an empty partition
+        holds no descriptor, so thousands of idle topics fit in the open-file limit."""
+        if self._fd < 0:
+            if self.closed:
+                raise OSError(9, "segment is closed", self.log_path)
+            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        return self._fd
 
     # --- loading ---------------------------------------------------------------------
 
@@ -271,19 +285,22 @@ class LogSegment:
         """Max timestamp, or the file's modification time when there is none (Kafka)."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
-        return int(os.fstat(self.fd).st_mtime * 1000)
+        return int(os.stat(self.log_path).st_mtime * 1000)
 
     def flush(self) -> None:
         """fsync the log and both indexes (LogSegment.flush)."""
         if not self.closed:
-            os.fsync(self.fd)
+            if self._fd >= 0:
+                os.fsync(self._fd)
             self.offset_index.flush()
             self.time_index.flush()
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            os.close(self.fd)
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
             self.offset_index.close()
             self.time_index.close()
 

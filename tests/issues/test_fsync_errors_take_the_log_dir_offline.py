@@ -27,12 +27,14 @@ class FailingFsync:
         self.real = os.fsync
         self.bad: set[int] = set()
         self.synced: list[int] = []
+        self.paths: set[str] = set()
         monkeypatch.setattr(os, "fsync", self)
 
     def __call__(self, fd):
         if fd in self.bad:
             raise OSError(errno.EIO, "Input/output error")
         self.synced.append(fd)
+        self.paths.add(os.readlink(f"/proc/self/fd/{fd}"))
         self.real(fd)
 
 
@@ -113,12 +115,13 @@ def test_flushing_a_segment_fsyncs_its_indexes(tmp_path, monkeypatch):
     fsync = FailingFsync(monkeypatch)
     seg0 = _roll_once(plog)
     plog.flush()
-    assert {seg0.fd, seg0.offset_index.fd, seg0.time_index.fd} <= set(fsync.synced)
-    fsync.synced.clear()
+    assert {seg0.log_path, seg0.offset_index.path, seg0.time_index.path} <= fsync.paths
+    fsync.paths.clear()
+    plog.append(batch([b"y" * 100]))
+    plog.append(batch([b"z" * 100]))
     last = plog.segments[-1]
-    descriptors = {last.fd, last.offset_index.fd, last.time_index.fd}
     plog.close()
-    assert descriptors <= set(fsync.synced)
+    assert {last.log_path, last.offset_index.path, last.time_index.path} <= fsync.paths
 
 
 def test_the_broker_stops_with_an_error_when_its_log_dir_fails(tmp_path):

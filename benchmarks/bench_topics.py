@@ -1,0 +1,149 @@
+"""Topic operations as a CI suite does them: cost per create and delete as the topic
+count grows, and how long other clients wait meanwhile.
+
+The broker runs as users start it (``python -m broker.cli serve``, in a child
+process).  Figures:
+
+* the median time of one CreateTopics (one topic, one partition) and one
+  DeleteTopics, with 10 topics and again with ``LARGE`` topics in the broker
+  (grown with batched creates); goal: the same cost at both sizes;
+* the time to create and to delete one topic of 1,000 partitions, and the
+  worst wait a second connection sees meanwhile (it sends ApiVersions one after
+  the other); goal: no stall over 50 ms.
+
+Everything listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import statistics
+import struct
+import threading
+import time
+
+from benchmarks.bench_server import HOST, broker_server, request_frame
+from broker.healthcheck import recv_exact
+from protocol.headers import response_header_codec, response_header_version
+from protocol.messages.api_versions import API_VERSIONS
+from protocol.messages.create_topics import CREATE_TOPICS
+from protocol.messages.delete_topics import DELETE_TOPICS
+
+QUICK = os.environ.get("KCOORD_BENCH_QUICK") == "1"
+LARGE = 1_000 if QUICK else 10_000
+SAMPLES = 10 if QUICK else 30
+GROW_BATCH = 500
+BIG_PARTITIONS = 1_000
+
+_SIZE = struct.Struct(">i")
+
+
+class Connection:
+    def __init__(self, port: int):
+        self.sock = socket.create_connection((HOST, port), timeout=120)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.correlation = 0
+
+    def call(self, api, version: int, body: dict) -> dict:
+        self.correlation += 1
+        self.sock.sendall(request_frame(api, version, body, correlation_id=self.correlation))
+        (size,) = _SIZE.unpack(recv_exact(self.sock, 4))
+        stream = io.BytesIO(recv_exact(self.sock, size))
+        hv = response_header_version(api.key, api.is_flexible(version))
+        header = response_header_codec(hv).read(stream)
+        assert header["correlation_id"] == self.correlation
+        return api.codec(version, "response").read(stream)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _create(conn: Connection, names: list[str], partitions: int = 1) -> float:
+    body = {"topics": [{"name": n, "num_partitions": partitions, "replication_factor": 1,
+                        "assignments": [], "configs": []} for n in names],
+            "timeout_ms": 60_000, "validate_only": False}
+    began = time.perf_counter()
+    answer = conn.call(CREATE_TOPICS, 4, body)
+    elapsed = time.perf_counter() - began
+    bad = [t for t in answer.topics if t.error_code != 0]
+    assert not bad, bad[:3]
+    return elapsed
+
+
+def _delete(conn: Connection, names: list[str]) -> float:
+    began = time.perf_counter()
+    answer = conn.call(DELETE_TOPICS, 4, {"topic_names": names, "timeout_ms": 60_000})
+    elapsed = time.perf_counter() - began
+    bad = [r for r in answer.responses if r.error_code != 0]
+    assert not bad, bad[:3]
+    return elapsed
+
+
+def _per_operation(conn: Connection, prefix: str) -> tuple[float, float]:
+    names = [f"{prefix}-{i}" for i in range(SAMPLES)]
+    creates = [_create(conn, [n]) for n in names]
+    deletes = [_delete(conn, [n]) for n in names]
+    return statistics.median(creates) * 1000, statistics.median(deletes) * 1000
+
+
+class LagProbe(threading.Thread):
+    """A second client sending ApiVersions back to back; records the worst wait."""
+
+    def __init__(self, port: int):
+        super().__init__(daemon=True)
+        self.conn = Connection(port)
+        self.stop = threading.Event()
+        self.worst = 0.0
+        self.samples = 0
+
+    def run(self) -> None:
+        deadline = time.monotonic() + 300
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            began = time.perf_counter()
+            self.conn.call(API_VERSIONS, 0, {})
+            self.worst = max(self.worst, time.perf_counter() - began)
+            self.samples += 1
+        self.conn.close()
+
+
+def big_topic(port: int) -> dict:
+    conn = Connection(port)
+    probe = LagProbe(port)
+    probe.start()
+    try:
+        time.sleep(0.05)
+        create = _create(conn, ["big"], BIG_PARTITIONS)
+        delete = _delete(conn, ["big"])
+    finally:
+        probe.stop.set()
+        probe.join(60)
+        conn.close()
+    return {"create_s": create, "delete_s": delete, "worst_wait_ms": probe.worst * 1000,
+            "probes": probe.samples}
+
+
+def run() -> None:
+    print(f"topics: cost per operation at 10 and {LARGE:,} topics, "
+          f"and one topic of {BIG_PARTITIONS:,} partitions")
+    with broker_server() as (port, _pid):
+        conn = Connection(port)
+        _create(conn, [f"base-{i}" for i in range(10)])
+        small = _per_operation(conn, "small")
+        began = time.perf_counter()
+        for start in range(10, LARGE, GROW_BATCH):
+            _create(conn, [f"grow-{i}" for i in range(start, min(start + GROW_BATCH, LARGE))])
+        grow = time.perf_counter() - began
+        large = _per_operation(conn, "large")
+        conn.close()
+        big = big_topic(port)
+    print(f"  create one topic: {small[0]:7.2f} ms at 10 topics, {large[0]:7.2f} ms at "
+          f"{LARGE:,} (ratio {large[0] / small[0]:.2f})")
+    print(f"  delete one topic: {small[1]:7.2f} ms at 10 topics, {large[1]:7.2f} ms at "
+          f"{LARGE:,} (ratio {large[1] / small[1]:.2f})")
+    print(f"  growing to {LARGE:,} topics in batches of {GROW_BATCH}: {grow:.1f} s")
+    print(f"  {BIG_PARTITIONS:,} partitions: create {big['create_s']:.2f} s, delete "
+          f"{big['delete_s']:.2f} s; worst wait of another client meanwhile "
+          f"{big['worst_wait_ms']:.1f} ms over {big['probes']} requests (goal: under 50 ms)")
+    print()
