@@ -1,39 +1,80 @@
-"""Child process of the crash test: appends keyed records forever and reports each acknowledgement.
+"""Child process of the SIGKILL campaign: works a data dir through the log manager
+and reports every acknowledged append.
 
-Usage: python crash_child.py <partition dir>
+Usage: python crash_child.py <data dir> <seed> <policy of round>
 
-Runs under the default fsync policy (``never``) with compaction on and small
-segments, compacting every few appends so that a SIGKILL often lands in the
-middle of a compaction.  After each append returns it writes
-``<offset> <key> <value>`` to stdout and flushes: that line is the
-acknowledgement.
+Three partitions, one per cleanup policy (``c-0`` compact, ``d-0`` delete with
+a small ``retention.bytes``, ``x-0`` compact,delete), small segments.  The
+partitions' configs for this round are the given policy for every log (so a
+log written as compact is reopened under delete and back: the campaign reopens
+under each policy).  The child appends keyed records at random, and now and
+then compacts, runs retention, writes the checkpoints, rolls, or closes the log
+manager cleanly and opens it again (clean-shutdown marker, checkpoints).
+
+After an append returns it prints ``<partition> <offset> <key> <value>`` and
+flushes: that line is the acknowledgement.  Default fsync policy (``never``):
+the bytes are with the OS, which survives the SIGKILL.
 """
 
+import random
 import sys
 
 import structlog
 
 from protocol.records import Record, build_batch
-from storage import LogConfig, PartitionLog
+from storage import LogConfig
+from storage.manager import LogManager
 
-CONFIG = LogConfig(segment_bytes=8_000, cleanup_policy="compact", min_cleanable_dirty_ratio=0.0)
+PARTITIONS = ("c", "d", "x")
+
+
+def config(policy: str) -> LogConfig:
+    return LogConfig(segment_bytes=2_000, cleanup_policy=policy, min_cleanable_dirty_ratio=0.0,
+                     retention_ms=-1, retention_bytes=6_000, index_interval_bytes=300)
 
 
 def main() -> None:
-    # stdout carries the acknowledgements only.
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
-    plog = PartitionLog(sys.argv[1], CONFIG)
+    data_dir, seed, policy = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    rng = random.Random(seed)
+    cfg = config(policy)
     out = sys.stdout
-    n = plog.log_end_offset
+
+    def open_manager():
+        manager = LogManager(data_dir, cfg, clock=lambda: 2_000_000)
+        manager.open_all()
+        return manager, {t: manager.get_or_create(t, 0) for t in PARTITIONS}
+
+    manager, logs = open_manager()
+    n = 0
     while True:
-        key = b"k%d" % (n % 37)
-        value = b"v%d-" % n + b"x" * 60
-        info = plog.append(build_batch([Record(None, 1_000 + n, key, value)]))
-        out.write(f"{info.first_offset} {key.decode()} {value.decode()}\n")
+        topic = rng.choice(PARTITIONS)
+        plog = logs[topic]
+        count = rng.choice((1, 1, 2, 5))
+        first = plog.log_end_offset
+        records = []
+        for i in range(count):
+            key = f"k{rng.randrange(23)}"
+            records.append(Record(None, 1_000_000 + n, key.encode(), f"{topic}{first + i}".encode()
+                                  + b"." * rng.randrange(80)))
+        info = plog.append(build_batch(records))
+        for i, record in enumerate(records):
+            out.write(f"{topic} {info.first_offset + i} {record.key.decode()} "
+                      f"{record.value.decode()}\n")
         out.flush()
         n += 1
-        if n % 25 == 0:
-            plog.compact(now_ms=2_000_000, force=True)
+        roll = rng.random()
+        if roll < 0.04:
+            manager.run_cleaner(2_000_000)
+        elif roll < 0.08:
+            manager.run_retention(2_000_000)
+        elif roll < 0.11:
+            manager.write_checkpoints()
+        elif roll < 0.13:
+            plog.roll()
+        elif roll < 0.14:
+            manager.close()
+            manager, logs = open_manager()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,42 @@
+"""The retention tests passed when retention deleted one unexpired segment too
+many: they checked that what remained was within retention, not that nothing
+within retention was lost.  Kafka deletes a segment when ``now - its largest
+timestamp > retention.ms``, and by size only while the log stays at least
+``retention.bytes`` without it."""
+
+from __future__ import annotations
+
+from storage.config import LogConfig
+from storage.log import PartitionLog
+from tests.storage.helpers import batch
+
+
+def _log(tmp_path, **config):
+    plog = PartitionLog(str(tmp_path / "t-0"), LogConfig(segment_bytes=300, **config))
+    for i in range(12):  # one batch (~170 bytes) per segment, timestamps 1000, 2000, ...
+        plog.append(batch([b"x" * 100], ts=1_000 * (i + 1)))
+    assert [s.max_timestamp for s in plog.segments] == [1_000 * (i + 1) for i in range(12)]
+    return plog
+
+
+def test_time_retention_keeps_a_segment_exactly_at_the_limit(tmp_path):
+    plog = _log(tmp_path, retention_ms=5_000)
+    # now - 4000 == 5000 is not over the limit: segments up to ts 3000 go.
+    assert plog.delete_old_segments(now_ms=9_000) == 3
+    assert [s.max_timestamp for s in plog.segments][0] == 4_000
+    assert plog.log_start_offset == 3
+
+
+def test_size_retention_keeps_at_least_retention_bytes(tmp_path):
+    plog = _log(tmp_path, retention_ms=-1, retention_bytes=1_000)
+    seg = plog.segments[0].size
+    total = plog.size_bytes
+    deleted = plog.delete_old_segments(now_ms=0)
+    assert plog.size_bytes >= 1_000 and plog.size_bytes - seg < 1_000
+    assert deleted == (total - 1_000) // seg
+
+
+def test_nothing_goes_when_nothing_expired(tmp_path):
+    plog = _log(tmp_path, retention_ms=20_000, retention_bytes=100_000)
+    assert plog.delete_old_segments(now_ms=13_000) == 0
+    assert len(plog.segments) == 12 and plog.log_start_offset == 0
