@@ -9,7 +9,7 @@ HOST     ?= 127.0.0.1
 PORT     ?= 9092
 DATA_DIR ?= ./data
 
-.PHONY: run test bench install clean reference-kafka
+.PHONY: run test bench install clean reference-kafka mutation
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,5 +33,11 @@ reference-kafka: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks
 
+# Mutation testing of storage/ and broker/topics/ ([tool.mutmut] in pyproject.toml);
+# `$(VENV)/bin/mutmut results` lists the survivors afterwards.
+mutation: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,mutation]'
+	$(VENV)/bin/mutmut run
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis mutants

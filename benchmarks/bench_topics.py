@@ -4,6 +4,7 @@ count grows, and how long other clients wait meanwhile.
 The broker runs as users start it (``python -m broker.cli serve``, in a child
 process).  Figures:
 
+* Metadata auto-creating 1,000 new names in one request, twice;
 * the median time of one CreateTopics (one topic, one partition) and one
   DeleteTopics, with 10 topics and again with ``LARGE`` topics in the broker
   (grown with batched creates); goal: the same cost at both sizes;
@@ -30,6 +31,7 @@ from protocol.headers import response_header_codec, response_header_version
 from protocol.messages.api_versions import API_VERSIONS
 from protocol.messages.create_topics import CREATE_TOPICS
 from protocol.messages.delete_topics import DELETE_TOPICS
+from protocol.messages.metadata import METADATA
 
 QUICK = os.environ.get("KCOORD_BENCH_QUICK") == "1"
 LARGE = 1_000 if QUICK else 10_000
@@ -88,6 +90,17 @@ def _per_operation(conn: Connection, prefix: str) -> tuple[float, float]:
     return statistics.median(creates) * 1000, statistics.median(deletes) * 1000
 
 
+def _auto_create(conn: Connection, names: list[str]) -> float:
+    began = time.perf_counter()
+    answer = conn.call(METADATA, 9, {"topics": [{"name": n} for n in names],
+                                     "allow_auto_topic_creation": True,
+                                     "include_cluster_authorized_operations": False,
+                                     "include_topic_authorized_operations": False})
+    elapsed = time.perf_counter() - began
+    assert all(t.error_code == 0 for t in answer.topics)
+    return elapsed
+
+
 class LagProbe(threading.Thread):
     """A second client sending ApiVersions back to back; records the worst wait."""
 
@@ -136,6 +149,7 @@ def run() -> None:
             _create(conn, [f"grow-{i}" for i in range(start, min(start + GROW_BATCH, LARGE))])
         grow = time.perf_counter() - began
         large = _per_operation(conn, "large")
+        auto = [_auto_create(conn, [f"auto{k}-{i}" for i in range(1_000)]) for k in range(2)]
         conn.close()
         big = big_topic(port)
     print(f"  create one topic: {small[0]:7.2f} ms at 10 topics, {large[0]:7.2f} ms at "
@@ -143,6 +157,7 @@ def run() -> None:
     print(f"  delete one topic: {small[1]:7.2f} ms at 10 topics, {large[1]:7.2f} ms at "
           f"{LARGE:,} (ratio {large[1] / small[1]:.2f})")
     print(f"  growing to {LARGE:,} topics in batches of {GROW_BATCH}: {grow:.1f} s")
+    print(f"  Metadata auto-creating 1,000 names: {auto[0]:.2f} s, 1,000 more: {auto[1]:.2f} s")
     print(f"  {BIG_PARTITIONS:,} partitions: create {big['create_s']:.2f} s, delete "
           f"{big['delete_s']:.2f} s; worst wait of another client meanwhile "
           f"{big['worst_wait_ms']:.1f} ms over {big['probes']} requests (goal: under 50 ms)")

@@ -43,9 +43,11 @@ _XERIAL_BLOCK = 32 * 1024
 _INT32 = struct.Struct(">i")
 
 
-def gzip_compress(data) -> bytes:
+def gzip_compress(data, level: int | None = None) -> bytes:
     # mtime=0 keeps the output deterministic (Java writes 0 there as well).
-    return _gzip.compress(bytes(data), compresslevel=6, mtime=0)
+    # Level -1 (Kafka's default) is zlib's default, 6.
+    level = 6 if level is None or level < 0 else level
+    return _gzip.compress(bytes(data), compresslevel=level, mtime=0)
 
 
 def gzip_decompress(data) -> bytes:
@@ -53,7 +55,7 @@ def gzip_decompress(data) -> bytes:
     return _gzip.decompress(bytes(data))
 
 
-def snappy_compress(data, *, xerial: bool = True) -> bytes:
+def snappy_compress(data, level: int | None = None, *, xerial: bool = True) -> bytes:
     data = memoryview(data)
     if not xerial:
         return bytes(cramjam.snappy.compress_raw(data))
@@ -87,8 +89,9 @@ def snappy_decompress(data) -> bytes:
     return bytes(out)
 
 
-def lz4_compress(data) -> bytes:
-    compressor = cramjam.lz4.Compressor(level=9, content_checksum=False, block_linked=False)
+def lz4_compress(data, level: int | None = None) -> bytes:
+    compressor = cramjam.lz4.Compressor(level=9 if level is None else level,
+                                        content_checksum=False, block_linked=False)
     compressor.compress(bytes(data))
     return bytes(compressor.finish())
 
@@ -97,8 +100,8 @@ def lz4_decompress(data) -> bytes:
     return bytes(cramjam.lz4.decompress(bytes(data)))
 
 
-def zstd_compress(data) -> bytes:
-    return bytes(cramjam.zstd.compress(bytes(data), level=3))
+def zstd_compress(data, level: int | None = None) -> bytes:
+    return bytes(cramjam.zstd.compress(bytes(data), level=3 if level is None else level))
 
 
 def zstd_decompress(data) -> bytes:
@@ -119,13 +122,16 @@ _DECOMPRESS = {
 }
 
 
-def compress(codec: int, data) -> bytes:
+def compress(codec: int, data, level: int | None = None) -> bytes:
+    """``data`` compressed with ``codec`` at ``level`` (Kafka's compression.<codec>.level;
+    None: Kafka's default level).  Snappy has no levels."""
     if codec == NONE:
         return bytes(data)
     try:
-        return _COMPRESS[codec](data)
+        fn = _COMPRESS[codec]
     except KeyError:
         raise UnsupportedCodecError(f"unknown compression codec {codec}") from None
+    return fn(data, level)
 
 
 def decompress(codec: int, data) -> bytes:

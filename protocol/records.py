@@ -587,6 +587,7 @@ def build_batch(
     last_offset_delta: int | None = None,
     max_timestamp: int | None = None,
     delete_horizon_ms: int | None = None,
+    compression_level: int | None = None,
 ) -> bytes:
     """Encode one v2 batch.
 
@@ -619,7 +620,7 @@ def build_batch(
         attributes |= DELETE_HORIZON_FLAG
     payload = encode_records(records, base_offset, base_ts if records else 0)
     if compression_type != compression.NONE:
-        payload = compression.compress(compression_type, payload)
+        payload = compression.compress(compression_type, payload, compression_level)
     return assemble_batch(
         payload,
         base_offset=base_offset,

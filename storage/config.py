@@ -74,6 +74,9 @@ class LogConfig:
     message_timestamp_after_max_ms: int = LONG_MAX
     message_timestamp_difference_max_ms: int = LONG_MAX  # deprecated; fills the two above
     compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
     segment_jitter_ms: int = 0
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
@@ -98,6 +101,9 @@ class LogConfig:
         "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", int),
         "message.timestamp.difference.max.ms": ("message_timestamp_difference_max_ms", int),
         "compression.type": ("compression_type", _compression),
+        "compression.gzip.level": ("compression_gzip_level", int),
+        "compression.lz4.level": ("compression_lz4_level", int),
+        "compression.zstd.level": ("compression_zstd_level", int),
         "segment.jitter.ms": ("segment_jitter_ms", int),
         "flush.messages": ("flush_messages", int),
         "flush.ms": ("flush_ms", int),
@@ -147,6 +153,10 @@ class LogConfig:
     @property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
+
+    def compression_level(self, codec_name: str) -> int | None:
+        """compression.<codec>.level for gzip, lz4 and zstd (snappy has none)."""
+        return getattr(self, f"compression_{codec_name}_level", None)
 
     @property
     def max_segment_ms(self) -> int:

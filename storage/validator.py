@@ -255,6 +255,7 @@ def _rebuild(buf, pos, base_offset, header, target, config, append_time, leader_
         record.offset = base_offset + i
     codec = header.compression if target is None else target
     lat = config.log_append_time
+    level = config.compression_level(compression.NAMES.get(codec, ""))
     return build_batch(
         records,
         base_offset=base_offset,
@@ -267,4 +268,5 @@ def _rebuild(buf, pos, base_offset, header, target, config, append_time, leader_
         transactional=header.is_transactional,
         control=header.is_control,
         partition_leader_epoch=header.partition_leader_epoch if leader_epoch is None else leader_epoch,
+        compression_level=level,
     )

@@ -13,7 +13,7 @@ from tests.support import REPO
 def test_benchmarks_run_quick_and_print_their_figures():
     env = {**os.environ, "KCOORD_BENCH_QUICK": "1"}
     result = subprocess.run([sys.executable, "-m", "benchmarks"], cwd=REPO, env=env,
-                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=90)
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=110)
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
     assert "QUICK mode" in out
@@ -29,4 +29,7 @@ def test_benchmarks_run_quick_and_print_their_figures():
                   "hand-written struct: Metadata v9 request"):
         assert re.search(re.escape(label) + r".* parse +\d+\.\d+ µs +build +\d+\.\d+ µs", out), out
     assert re.search(r"construct / hand-written .* parse \d+\.\d+x, build \d+\.\d+x", out), out
+    # Topic operations: cost at two sizes and the loop's worst wait.
+    assert re.search(r"create one topic: +\d+\.\d+ ms at 10 topics, +\d+\.\d+ ms at", out), out
+    assert re.search(r"worst wait of another client meanwhile \d+\.\d+ ms", out), out
     assert "FAILED" not in out

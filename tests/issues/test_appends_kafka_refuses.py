@@ -191,3 +191,14 @@ def test_flush_messages_makes_an_append_wait_for_its_fsync(tmp_path):
     lazy = _log(tmp_path, "l-0")
     asyncio.run(lazy.append_async(batch([b"a"], ts=NOW)))
     assert lazy.recovery_point == 0
+
+
+def test_compression_levels_are_applied_when_recompressing(tmp_path):
+    sizes = {}
+    for level in (1, 9):
+        plog = _log(tmp_path, f"g{level}-0", compression_type="gzip", compression_gzip_level=level)
+        values = [(b"%d kafka compatible broker " % (i % 97)) * 20 for i in range(200)]
+        plog.append(R.build_batch([R.Record(None, NOW, b"k", v) for v in values]))
+        sizes[level] = plog.size_bytes
+        assert [v for _o, _t, _k, v in all_records(plog)] == values
+    assert sizes[9] < sizes[1]
