@@ -123,3 +123,37 @@ def test_stop_waits_for_a_running_compaction_pass(make_broker, tmp_path):
         storage.log.PartitionLog.compact = real_compact
         release.set()
     assert (tmp_path / ".kafka_cleanshutdown").exists()
+
+
+def test_stop_waits_for_a_flush_in_flight(make_broker, tmp_path, monkeypatch):
+    """An append waiting for its fsync (``batch`` policy) when the broker stops is
+    answered, and its files are closed only after the fsync: no storage error and
+    the clean-shutdown marker is written."""
+    import asyncio
+    import os
+    import threading
+
+    node = make_broker(data_dir=tmp_path, overrides={"kcoord.fsync.policy": "batch"})
+    node.call(lambda: node.broker.topics.create("flushed", 1, {}))
+    plog = node.broker.logs.get("flushed", 0)
+    entered, release = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def slow_fsync(fd):
+        entered.set()
+        release.wait(10)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    pending = asyncio.run_coroutine_threadsafe(plog.append_async(_batch([b"late"])), node.loop)
+    assert entered.wait(10)
+    stopper = threading.Thread(target=node.stop)
+    stopper.start()
+    stopper.join(0.3)
+    assert stopper.is_alive(), "stop must wait for the fsync in flight"
+    release.set()
+    stopper.join(15)
+    info = pending.result(5)
+    assert info.last_offset == 0 and not plog.offline
+    monkeypatch.undo()
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
