@@ -3,9 +3,14 @@
 Frames are ``int32 size`` + ``size`` bytes.  Like Kafka, a connection is served
 one request at a time and answered strictly in request order (Kafka mutes a
 channel until its response is sent); pipelined frames wait in a queue.  Requests
-whose handler completes synchronously are answered in the same pass, and all
-answers produced by one ``data_received`` go out in a single
-``transport.write``.
+whose handler completes synchronously are answered in the same pass, and the
+answers of one pass go out in a single ``transport.write``.
+
+A pass over a connection's queue stops after ``PASS_BUDGET_S`` of work and
+continues in a later turn of the event loop, after every other connection's
+ready events: a client that pipelines a burst of expensive requests never
+stalls the others (Kafka's network threads interleave connections the same
+way).
 
 Bad input never takes the broker down: an oversize or negative frame size, an
 unknown API key, an unsupported version (other than ApiVersions) or an
@@ -29,6 +34,7 @@ import structlog
 from broker.apis import NO_RESPONSE, REGISTRY, CloseConnection
 from protocol.headers import frame_response, request_header_codec
 from protocol.messages.api_versions import API_VERSIONS
+from protocol.wire import MAX_STRING_BYTES, StringTooLongError
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -38,6 +44,7 @@ log = structlog.get_logger("kcoord.server")
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hhi")
 _MAX_QUEUED_FRAMES = 256
+PASS_BUDGET_S = 0.002
 
 
 class RequestContext:
@@ -71,6 +78,7 @@ class KafkaConnection(asyncio.Protocol):
         self._last_active = time.monotonic()
         self._idle_timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task | None = None
+        self._pass_scheduled = False
         self.max_frame = broker.config["socket.request.max.bytes"]
 
     # -- transport callbacks ----------------------------------------------------
@@ -124,7 +132,8 @@ class KafkaConnection(asyncio.Protocol):
         if len(self._queue) > _MAX_QUEUED_FRAMES and not self._read_paused:
             self._read_paused = True
             self.transport.pause_reading()
-        self._pump()
+        if not self._pass_scheduled:
+            self._pump()
 
     def eof_received(self):
         # The client half-closed: answer what is queued, then close.
@@ -135,12 +144,24 @@ class KafkaConnection(asyncio.Protocol):
 
     # -- request processing -----------------------------------------------------
 
+    def _scheduled_pump(self) -> None:
+        self._pass_scheduled = False
+        self._pump()
+
     def _pump(self) -> None:
         if self._busy or self._closed:
             return
         out: list[bytes] = []
         queue = self._queue
+        deadline = time.monotonic() + PASS_BUDGET_S
         while queue and not self._write_paused:
+            if out and time.monotonic() > deadline:
+                # Enough for this turn: answer what is done, let the other
+                # connections run, and come back for the rest.
+                self._flush(out)
+                self._pass_scheduled = True
+                asyncio.get_running_loop().call_soon(self._scheduled_pump)
+                return
             frame = queue.popleft()
             try:
                 result = self._handle(frame)
@@ -230,11 +251,19 @@ class KafkaConnection(asyncio.Protocol):
             result = await pending
             return self._encode(schema, api_version, correlation_id, flexible, result)
 
-    @staticmethod
-    def _encode(schema, api_version, correlation_id, flexible, result):
+    def _encode(self, schema, api_version, correlation_id, flexible, result):
         if result is NO_RESPONSE:
             return None
-        return frame_response(schema, api_version, correlation_id, result)
+        try:
+            return frame_response(schema, api_version, correlation_id, result)
+        except StringTooLongError:
+            # An error message that quotes a long request string (a topic name of
+            # 32,000 bytes) must not make the whole answer unencodable.
+            if not _fit_messages(result):
+                raise
+            log.warning("response.message_truncated", peer=self.peer, api=schema.name,
+                        api_version=api_version, max_bytes=MAX_STRING_BYTES)
+            return frame_response(schema, api_version, correlation_id, result)
 
     @contextlib.contextmanager
     def _handler_errors(self, schema, api_version):
@@ -293,3 +322,21 @@ class KafkaConnection(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.close()
 
+
+def _fit_messages(value) -> bool:
+    """Cut every ``*message`` string longer than a Kafka string can be (in place);
+    True if anything was cut."""
+    cut = False
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, str) and key.endswith("message"):
+                raw = item.encode("utf-8")
+                if len(raw) > MAX_STRING_BYTES:
+                    value[key] = raw[:MAX_STRING_BYTES].decode("utf-8", "ignore")
+                    cut = True
+            elif isinstance(item, (dict, list)):
+                cut = _fit_messages(item) or cut
+    elif isinstance(value, list):
+        for item in value:
+            cut = _fit_messages(item) or cut
+    return cut

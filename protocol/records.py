@@ -714,8 +714,9 @@ def decode_control_record(record: Record) -> tuple[int, int]:
 
 
 def _legacy_entry(offset: int, magic: int, attributes: int, timestamp: int, key, value) -> bytes:
-    body = {"magic": magic, "attributes": attributes, "timestamp": timestamp, "key": key,
-            "value": value}
+    body = {"magic": magic, "attributes": attributes, "key": key, "value": value}
+    if magic >= 1:  # magic 0 messages have no timestamp
+        body["timestamp"] = timestamp
     message = _legacy_codecs[magic].build(body)
     crc = zlib.crc32(message) & 0xFFFFFFFF
     return _OFFSET_LENGTH.pack(offset, len(message) + 4) + _UINT32.pack(crc) + message

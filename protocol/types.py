@@ -12,7 +12,8 @@ checks the generated source).
 order, the fields the version does not carry (filled with their defaults on
 decode, ignored on encode), and, in flexible versions, the tagged-field section.
 A missing field on encode takes the schema default, as Kafka's generated message
-classes do.
+classes do; a key that is no field of the message at any version raises
+``UnknownFieldError``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import uuid as _uuid
 from construct import Construct, Container, SizeofError
 
 from protocol import wire
+from protocol.wire import UnknownFieldError
 
 _HELPERS = "from protocol.wire import *\nfrom construct import Container\nfrom io import BytesIO\n"
 
@@ -219,6 +221,16 @@ class KStruct(Construct):
         self.nullable = nullable
         if self.tagged and not flexible:
             raise ValueError("tagged fields need a flexible version")
+        # Every field name of the message at any version: building from a dict
+        # with any other key is a bug (a misspelled field would go out as its
+        # default without a word), so it raises.
+        self.known = frozenset([f[0] for f in self.fields] + [a[0] for a in self.absent]
+                               + [t[1] for t in self.tagged])
+
+    def check_known(self, obj) -> None:
+        if not obj.keys() <= self.known:
+            unknown = sorted(set(obj.keys()) - self.known)
+            raise UnknownFieldError(f"unknown field(s) {unknown}; known: {sorted(self.known)}")
 
     # -- interpreted ---------------------------------------------------------
 
@@ -255,6 +267,7 @@ class KStruct(Construct):
                 stream.write(b"\xff")
                 return obj
             stream.write(b"\x01")
+        self.check_known(obj)
         for name, sub, default in self.fields:
             sub._build(obj.get(name, fresh_default(default)), stream, context, path)
         if self.flexible:
@@ -322,7 +335,12 @@ class KStruct(Construct):
             lines.append("        io.write(b'\\xff')")
             lines.append("        return None")
             lines.append("    io.write(b'\\x01')")
+        known = f"known_fields_{code.allocateId()}"
+        code.append(f"{known} = {sorted(self.known)!r}")
+        code.append(f"{known} = frozenset({known})")
         lines.append("    objdict = obj")
+        lines.append(f"    if not objdict.keys() <= {known}:")
+        lines.append(f"        raise UnknownFieldError('unknown field(s) %s' % sorted(set(objdict) - {known}))")
         for name, sub, default in self.fields:
             lines.append(f"    obj = objdict.get({name!r}, {default_literal(default)})")
             lines.append(f"    {sub._compilebuild(code)}")

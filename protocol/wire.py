@@ -16,6 +16,9 @@ import uuid as _uuid
 
 __all__ = [
     "DecodeError",
+    "UnknownFieldError",
+    "StringTooLongError",
+    "MAX_STRING_BYTES",
     "read_exact",
     "read_uvarint",
     "write_uvarint",
@@ -165,6 +168,14 @@ def write_varlong(io, value: int) -> None:
 # --- strings ----------------------------------------------------------------
 
 
+class UnknownFieldError(ValueError):
+    """A message to encode carries a key that is no field of its schema."""
+
+
+class StringTooLongError(ValueError):
+    """A string to encode is longer than the 32767 bytes Kafka's strings can hold."""
+
+
 def _decode_utf8(raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
@@ -186,10 +197,16 @@ def read_nullable_string(io) -> str | None:
     return _decode_utf8(read_exact(io, n))
 
 
+MAX_STRING_BYTES = 0x7FFF
+
+
 def read_compact_string(io) -> str:
     n = read_uvarint(io) - 1
     if n < 0:
         raise DecodeError("null value in a non-nullable compact string")
+    if n > MAX_STRING_BYTES:
+        # Kafka's generated readers refuse any string over 32767 bytes.
+        raise DecodeError(f"string had invalid length {n}")
     return _decode_utf8(read_exact(io, n))
 
 
@@ -197,6 +214,8 @@ def read_compact_nullable_string(io) -> str | None:
     n = read_uvarint(io) - 1
     if n < 0:
         return None
+    if n > MAX_STRING_BYTES:
+        raise DecodeError(f"string had invalid length {n}")
     return _decode_utf8(read_exact(io, n))
 
 
@@ -204,8 +223,8 @@ def write_string(io, value: str) -> None:
     if value is None:
         raise ValueError("null value for a non-nullable string")
     raw = value.encode("utf-8")
-    if len(raw) > 0x7FFF:
-        raise ValueError("string longer than 32767 bytes")
+    if len(raw) > MAX_STRING_BYTES:
+        raise StringTooLongError(f"string of {len(raw)} bytes is longer than 32767 bytes")
     io.write(_pack_i16(len(raw)))
     io.write(raw)
 
@@ -221,8 +240,8 @@ def write_compact_string(io, value: str) -> None:
     if value is None:
         raise ValueError("null value for a non-nullable string")
     raw = value.encode("utf-8")
-    if len(raw) > 0x7FFF:
-        raise ValueError("string longer than 32767 bytes")
+    if len(raw) > MAX_STRING_BYTES:
+        raise StringTooLongError(f"string of {len(raw)} bytes is longer than 32767 bytes")
     write_uvarint(io, len(raw) + 1)
     io.write(raw)
 

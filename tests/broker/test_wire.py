@@ -402,14 +402,3 @@ def test_metadata_topic_id_below_v12_is_an_invalid_request(broker):
         assert [t.error_code for t in response.topics] == [42]
         # the connection stays usable, as on Kafka
         assert client.request(ApiVersionsRequest[0]()).error_code == 0
-
-
-def test_answer_too_large_to_encode_closes_only_that_connection(broker):
-    # A 32760-character topic name makes the error message longer than a
-    # string can be; the broker cannot encode that answer and drops the connection.
-    res = DescribeConfigsRequest.DescribeConfigsResource(
-        resource_type=2, resource_name="x" * 32760, configuration_keys=None)
-    with RawClient(broker.port) as client:
-        client.send(DescribeConfigsRequest[1](resources=[res], include_synonyms=False))
-        assert client.is_closed_by_peer()
-    _assert_still_serving(broker)
