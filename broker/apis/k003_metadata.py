@@ -53,7 +53,9 @@ def topic_entry(broker, topic, include_ops: bool):
 
 
 def _error_entry(name, code, topic_id=ZERO_UUID):
-    return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False,
+    # Kafka flags an internal name as internal even when the topic does not exist.
+    return {"error_code": code, "name": name, "topic_id": topic_id,
+            "is_internal": name in INTERNAL_TOPICS,
             "partitions": [], "topic_authorized_operations": NOT_PROVIDED}
 
 

@@ -7,6 +7,10 @@
 - A name given twice in one request: INVALID_REQUEST "Duplicate topic name." for
   that name, as Kafka's ControllerApis answers.
 - ``validate_only`` runs every check and creates nothing.
+- Like Kafka's controller, a request for more than 10,000 partitions in all, or
+  one that would write more than 10,000 metadata records (a topic, its
+  partitions, its configs), is refused as a whole with POLICY_VIOLATION.
+- The topics of one request are created by one topic operation.
 - v5+ answers carry the partition count, replication factor and the topic's
   effective configs with their sources; v7+ the topic id.
 """
@@ -19,44 +23,84 @@ from broker.topics.manager import TopicError, new_topic_id
 from protocol.errors import ErrorCode
 
 
+# QuorumController.MAX_RECORDS_PER_USER_OP and ReplicationControlManager's
+# MAX_PARTITIONS_PER_BATCH: one request may not make more metadata records.
+MAX_RECORDS_PER_REQUEST = 10_000
+MAX_PARTITIONS_PER_REQUEST = 10_000
+
+
+def _requested_partitions(topic, default: int) -> int:
+    if topic.assignments:
+        return len(topic.assignments)
+    if topic.num_partitions == -1:
+        return default
+    return max(topic.num_partitions, 0)
+
+
 @api(key=19, versions=(0, 7))
 async def create_topics(ctx, request):
     topics = ctx.broker.topics
     counts: dict[str, int] = {}
     for t in request.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
-    results = []
-    for t in request.topics:
-        if counts[t.name] > 1:
-            continue
+    unique = [t for t in request.topics if counts[t.name] == 1]
+    results: list[dict] = []
+    default = ctx.broker.config["num.partitions"]
+    # The controller refuses the whole request before any other check.
+    if sum(_requested_partitions(t, default) for t in unique) > MAX_PARTITIONS_PER_REQUEST:
+        results = [_refused(t.name, ErrorCode.POLICY_VIOLATION,
+                            "Excessively large number of partitions per request.")
+                   for t in unique]
+        return _answer(results, counts)
+    checked = []  # (topic, partitions, rf, configs) that passed every check
+    records = 0
+    for t in unique:
         configs = {c.name: c.value for c in t.configs}
         try:
             partitions, rf = topics.check_new_topic(
                 t.name, t.num_partitions, t.replication_factor, t.assignments, configs)
         except TopicError as exc:
-            results.append({"name": t.name, "error_code": exc.code, "error_message": exc.message})
+            results.append(_refused(t.name, exc.code, exc.message))
             continue
-        if request.validate_only:
+        checked.append((t, partitions, rf, configs))
+        # A TopicRecord, a PartitionRecord per partition, a ConfigRecord per config.
+        records += 1 + partitions + sum(1 for v in configs.values() if v is not None)
+    if records > MAX_RECORDS_PER_REQUEST:
+        results = [_refused(t.name, ErrorCode.POLICY_VIOLATION,
+                            "Unable to perform excessively large batch operation.")
+                   for t in unique]
+        return _answer(results, counts)
+    if request.validate_only:
+        for t, partitions, rf, configs in checked:
             # Kafka's controller answers a validate-only request with the id the
             # topic would have had.
-            results.append({"name": t.name, "error_code": ErrorCode.NONE,
-                            "topic_id": new_topic_id(),
-                            "num_partitions": partitions, "replication_factor": rf,
-                            "configs": topic_config_entries(ctx.broker, configs)})
-            continue
-        try:
-            topic = await topics.create(t.name, partitions, configs)
-        except TopicError as exc:
-            results.append({"name": t.name, "error_code": exc.code, "error_message": exc.message})
-            continue
-        results.append({
-            "name": t.name,
-            "topic_id": topic.topic_id,
-            "error_code": ErrorCode.NONE,
-            "num_partitions": partitions,
-            "replication_factor": rf,
-            "configs": topic_config_entries(ctx.broker, topic.configs),
-        })
+            results.append(_created(ctx, t.name, new_topic_id(), partitions, rf, configs))
+        return _answer(_in_request_order(results, unique), counts)
+    made = await topics.create_many([(t.name, p, c) for t, p, _rf, c in checked])
+    for (t, partitions, rf, _configs), topic in zip(checked, made):
+        if isinstance(topic, TopicError):
+            results.append(_refused(t.name, topic.code, topic.message))
+        else:
+            results.append(_created(ctx, t.name, topic.topic_id, partitions, rf, topic.configs))
+    return _answer(_in_request_order(results, unique), counts)
+
+
+def _refused(name, code, message):
+    return {"name": name, "error_code": code, "error_message": message}
+
+
+def _created(ctx, name, topic_id, partitions, rf, configs):
+    return {"name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE,
+            "num_partitions": partitions, "replication_factor": rf,
+            "configs": topic_config_entries(ctx.broker, configs)}
+
+
+def _in_request_order(results, unique):
+    order = {t.name: i for i, t in enumerate(unique)}
+    return sorted(results, key=lambda r: order[r["name"]])
+
+
+def _answer(results, counts):
     for name, count in counts.items():
         if count > 1:
             results.append({"name": name, "error_code": ErrorCode.INVALID_REQUEST,

@@ -6,8 +6,9 @@
   INVALID_REQUEST (Kafka's ControllerApis.deleteTopics).
 - ``delete.topic.enable=false``: TOPIC_DELETION_DISABLED from v3, INVALID_REQUEST
   below, as Kafka.
-- Internal topics cannot be deleted (docs/deviations.md): Kafka would let an
-  operator delete ``__consumer_offsets`` and lose every group's offsets.
+- ``__consumer_offsets`` cannot be deleted (docs/deviations.md): Kafka would let
+  an operator delete it and lose every group's offsets.  Other internal names
+  (``__transaction_state`` …) are deleted as Kafka deletes them.
 - A deleted topic leaves metadata at once and its partition folders are removed.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 
 from broker.apis import api
+from broker.topics.manager import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
 from protocol.wire import ZERO_UUID
 
@@ -68,7 +70,7 @@ async def delete_topics(ctx, request):
             code = ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST
             answer(topic.name, topic.topic_id, code, "Topic deletion is disabled.")
             continue
-        if topic.internal:
+        if topic.name == OFFSETS_TOPIC:
             answer(topic.name, topic.topic_id, ErrorCode.INVALID_REQUEST,
                    f"Internal topic {topic.name} cannot be deleted.")
             continue

@@ -269,8 +269,15 @@ class KafkaBroker:
 
 
 def _kafka_uuid() -> str:
-    """A cluster id as ``kafka-storage random-uuid`` prints it (22 base64url characters)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A cluster id as ``kafka-storage random-uuid`` prints it (22 base64url characters).
+
+    Like Kafka's ``Uuid.randomUuid``, never one starting with '-': the command
+    line of ``kafka-storage format`` would read it as an option.
+    """
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def main(argv: list[str]) -> int:

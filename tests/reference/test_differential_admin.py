@@ -235,6 +235,58 @@ def test_create_topics_success_existing_and_validate_only(diff, version):
         assert dup["topics"][0]["error_code"] == 42
 
 
+@pytest.mark.parametrize("version", [0, 4, 5, 7])
+def test_create_topics_batch_limits_match_kafka(diff, version):
+    """Kafka's controller refuses a request for more than 10,000 partitions, or one
+    that would write more than 10,000 metadata records, as a whole with
+    POLICY_VIOLATION, validate-only or not."""
+    d = diff("legacy")
+    tag = f"ct-limit-v{version}"
+    validate = version >= 1
+    cases = [
+        [_topic(f"{tag}-huge", 1_000_000)],
+        [_topic(f"{tag}-max", 2**31 - 1)],
+        [_topic(f"{tag}-records", 10_000)],
+        [_topic(f"{tag}-b", 5_000), _topic(f"{tag}-c", 5_000)],
+        [_topic(f"{tag}-d", 4_999), _topic(f"{tag}-e", 5_000)],
+        [_topic(f"{tag}-conf", 9_998, configs=[("retention.ms", "1"), ("segment.ms", "100")])],
+        [_topic("bad name!", 1), _topic(f"{tag}-f", 10_000)],
+    ]
+    for topics in cases:
+        answer = _create(d, version, *topics, validate_only=validate)
+        assert any(t["error_code"] == 44 for t in answer["topics"]), topics
+    # A name given twice is refused on its own and does not count.
+    dup = _create(d, version, _topic(f"{tag}-g", 6_000), _topic(f"{tag}-g", 6_000),
+                  _topic(f"{tag}-h", 1), validate_only=validate)
+    assert sorted(t["error_code"] for t in dup["topics"]) == [0, 42]
+    if validate:  # (at v0 it would really make 9,999 partitions on both brokers)
+        fits = _create(d, version, _topic(f"{tag}-fits", 9_999), validate_only=True)
+        assert fits["topics"][0]["error_code"] == 0
+
+
+@pytest.mark.parametrize("which", ["main", "legacy"])
+def test_internal_names_are_created_and_deleted_as_kafka_does(diff, which):
+    """``__transaction_state`` and ``__share_group_state``: unknown but flagged
+    internal in Metadata, created by CreateTopics with any settings and deleted
+    by DeleteTopics.  (Kafka's Metadata auto-creation makes these with their
+    internal settings; kcoord, which serves no transactions, does not: neither
+    is asked here.)"""
+    d = diff(which)
+    names = ["__transaction_state", "__share_group_state"]
+    meta = {"topics": _metadata_names(names, 9), "allow_auto_topic_creation": False}
+    answer = d.same(3, 9, meta)
+    assert {(t["name"], t["is_internal"], t["error_code"]) for t in answer["topics"]} == {
+        (n, True, 3) for n in names}
+    if which != "main":
+        return  # (Kafka 4.x is the reference for the controller's side)
+    created = _create(d, 4, _topic("__transaction_state", 2,
+                                   configs=[("cleanup.policy", "delete")]))
+    assert created["topics"][0]["error_code"] == 0
+    d.wait_for_topics(d.kafka, ["__transaction_state"])
+    deleted = d.same(20, 4, {"topic_names": ["__transaction_state"], "timeout_ms": 10000})
+    assert deleted["responses"][0]["error_code"] == 0
+
+
 # -- DeleteTopics --------------------------------------------------------------------
 
 
