@@ -11,7 +11,7 @@ import structlog
 from broker.apis import load_handlers
 from broker.config import BrokerConfig
 from broker.meta import DirLock, load_or_create_identity
-from broker.server import KafkaConnection
+from broker.server import KafkaConnection, WarningLimiter
 from broker.topics.manager import TopicManager
 from storage.config import LogConfig
 from storage.manager import LogManager
@@ -30,6 +30,7 @@ class Broker:
         self._maintenance: list[asyncio.Task] = []
         self._passes: set[asyncio.Future] = set()
         self.connections: set[KafkaConnection] = set()
+        self.bad_input = WarningLimiter()  # rate-limited warnings about bad requests
         self._server: asyncio.base_events.Server | None = None
         self._lock = DirLock(self.data_dir)
         self.host, self.port = config.listener

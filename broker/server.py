@@ -47,6 +47,36 @@ _MAX_QUEUED_FRAMES = 256
 PASS_BUDGET_S = 0.002
 
 
+class WarningLimiter:
+    """Bad input from one client must not flood the log: each (client host,
+    event) pair logs at most once per ``window_s``; the next line says how many
+    were left out meanwhile (``suppressed``).  At most ``max_keys`` pairs are
+    remembered (the oldest are forgotten)."""
+
+    def __init__(self, window_s: float = 10.0, max_keys: int = 10_000, clock=time.monotonic):
+        self.window_s = window_s
+        self.max_keys = max_keys
+        self.clock = clock
+        self._seen: collections.OrderedDict[tuple, list] = collections.OrderedDict()
+
+    def warn(self, event: str, peer: str, **fields) -> None:
+        key = (peer.rsplit(":", 1)[0], event)
+        now = self.clock()
+        entry = self._seen.get(key)
+        if entry is not None and now - entry[0] < self.window_s:
+            entry[1] += 1
+            return
+        suppressed = entry[1] if entry is not None else 0
+        self._seen[key] = [now, 0]
+        self._seen.move_to_end(key)
+        while len(self._seen) > self.max_keys:
+            self._seen.popitem(last=False)
+        if suppressed:
+            fields["suppressed"] = suppressed
+        log.warning(event, peer=peer, **fields)
+
+
+
 class RequestContext:
     """What a handler knows about the request besides its body."""
 
@@ -119,7 +149,7 @@ class KafkaConnection(asyncio.Protocol):
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > self.max_frame:
-                log.warning("connection.frame_size_rejected", peer=self.peer, size=size,
+                self.broker.bad_input.warn("connection.frame_size_rejected", self.peer, size=size,
                             max=self.max_frame)
                 self.close()
                 return
@@ -213,18 +243,18 @@ class KafkaConnection(asyncio.Protocol):
     def _handle(self, frame: bytes):
         """Decode and serve one request; bytes to send, None, or an awaitable of bytes."""
         if len(frame) < 8:
-            log.warning("request.truncated_header", peer=self.peer, size=len(frame))
+            self.broker.bad_input.warn("request.truncated_header", self.peer, size=len(frame))
             raise CloseConnection
         api_key, api_version, correlation_id = _KEY_VERSION.unpack_from(frame, 0)
         reg = REGISTRY.get(api_key)
         if reg is None:
-            log.warning("request.unknown_api_key", peer=self.peer, api_key=api_key,
+            self.broker.bad_input.warn("request.unknown_api_key", self.peer, api_key=api_key,
                         api_version=api_version)
             raise CloseConnection
         if not reg.serves(api_version):
             if api_key == API_VERSIONS.key:
                 return self._api_versions_fallback(correlation_id)
-            log.warning("request.unsupported_version", peer=self.peer, api=reg.schema.name,
+            self.broker.bad_input.warn("request.unsupported_version", self.peer, api=reg.schema.name,
                         api_key=api_key, api_version=api_version,
                         supported=f"{reg.min_version}-{reg.max_version}")
             raise CloseConnection
@@ -235,7 +265,7 @@ class KafkaConnection(asyncio.Protocol):
             header = request_header_codec(2 if flexible else 1).read(stream)
             request = schema.codec(api_version, "request").read(stream)
         except Exception as exc:  # any malformed body: log and drop the connection
-            log.warning("request.undecodable", peer=self.peer, api=schema.name,
+            self.broker.bad_input.warn("request.undecodable", self.peer, api=schema.name,
                         api_version=api_version, error=str(exc) or type(exc).__name__)
             raise CloseConnection from None
         ctx = RequestContext(self.broker, api_key, api_version, correlation_id,
@@ -261,7 +291,7 @@ class KafkaConnection(asyncio.Protocol):
             # 32,000 bytes) must not make the whole answer unencodable.
             if not _fit_messages(result):
                 raise
-            log.warning("response.message_truncated", peer=self.peer, api=schema.name,
+            self.broker.bad_input.warn("response.message_truncated", self.peer, api=schema.name,
                         api_version=api_version, max_bytes=MAX_STRING_BYTES)
             return frame_response(schema, api_version, correlation_id, result)
 

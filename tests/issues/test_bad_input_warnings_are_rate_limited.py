@@ -1,0 +1,60 @@
+"""Every bad frame logged a warning with no rate limit (25 MB of log in one fuzz
+campaign).  Warnings about bad input are now limited per client host and
+reason, once per window, and the next line counts what was left out."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import structlog
+
+from broker.server import WarningLimiter
+
+
+class ManualClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_one_line_per_host_and_reason_per_window_with_counts():
+    clock = ManualClock()
+    limiter = WarningLimiter(window_s=10, clock=clock)
+    with structlog.testing.capture_logs() as logs:
+        for port in range(100):
+            limiter.warn("request.undecodable", f"10.0.0.1:{port}", api="Metadata")
+        limiter.warn("request.unknown_api_key", "10.0.0.1:5")  # another reason
+        limiter.warn("request.undecodable", "10.0.0.2:5")  # another host
+        clock.now = 10.0
+        limiter.warn("request.undecodable", "10.0.0.1:7", api="Metadata")
+    lines = [(e["event"], e["peer"], e.get("suppressed")) for e in logs]
+    assert lines == [
+        ("request.undecodable", "10.0.0.1:0", None),
+        ("request.unknown_api_key", "10.0.0.1:5", None),
+        ("request.undecodable", "10.0.0.2:5", None),
+        ("request.undecodable", "10.0.0.1:7", 99),
+    ]
+
+
+def test_the_limiter_remembers_a_bounded_number_of_keys():
+    limiter = WarningLimiter(max_keys=3, clock=ManualClock())
+    with structlog.testing.capture_logs() as logs:
+        for host in range(10):
+            limiter.warn("request.undecodable", f"10.0.1.{host}:1")
+        limiter.warn("request.undecodable", "10.0.1.0:1")  # forgotten: logged again
+    assert len(logs) == 11 and len(limiter._seen) == 3
+
+
+def test_a_burst_of_bad_connections_logs_one_line(make_broker):
+    node = make_broker()
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(50):
+            with socket.create_connection(("127.0.0.1", node.port)) as sock:
+                sock.sendall(struct.pack(">i", -5))
+                sock.settimeout(5)
+                assert sock.recv(10) == b""  # closed by the broker
+    rejected = [e for e in logs if e["event"] == "connection.frame_size_rejected"]
+    assert len(rejected) == 1
