@@ -17,14 +17,14 @@ import re
 from broker.apis import advertised_versions, api
 from protocol.errors import ErrorCode
 
-_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 @api(key=18, versions=(0, 4))
 def api_versions(ctx, request):
     if ctx.api_version >= 3 and not (
-        _SOFTWARE.match(request.client_software_name)
-        and _SOFTWARE.match(request.client_software_version)
+        _SOFTWARE.fullmatch(request.client_software_name)
+        and _SOFTWARE.fullmatch(request.client_software_version)
     ):
         return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": []}
     return {"error_code": ErrorCode.NONE, "api_keys": _api_keys(), "throttle_time_ms": 0}

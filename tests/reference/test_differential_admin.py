@@ -118,6 +118,9 @@ def test_api_versions_v3_bad_software_name_matches_kafka(diff):
     d = diff("legacy")
     d.same(18, 3, {"client_software_name": "bad name!", "client_software_version": "1"})
     d.same(18, 3, {"client_software_name": "ok", "client_software_version": "-1"})
+    # The whole string must match Kafka's pattern: a trailing newline is refused.
+    answer = d.same(18, 3, {"client_software_name": "a\n", "client_software_version": "1"})
+    assert answer["error_code"] == 42
 
 
 # -- Metadata ------------------------------------------------------------------------
