@@ -9,7 +9,7 @@ HOST     ?= 127.0.0.1
 PORT     ?= 9092
 DATA_DIR ?= ./data
 
-.PHONY: run test bench install clean reference-kafka mutation
+.PHONY: run test bench install clean reference-kafka mutation fuzz
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,13 @@ reference-kafka: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks
+
+# A longer, random live-fuzz campaign than the one in `make test`; a frame that
+# breaks the broker is saved in tests/fuzz/corpus and replayed first from then on.
+FUZZ_EXAMPLES ?= 50000
+fuzz: $(STAMP)
+	KCOORD_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) KCOORD_FUZZ_RANDOM=1 $(PY) -m pytest -q -p no:cacheprovider \
+		-o timeout=0 tests/fuzz
 
 # Mutation testing of storage/ and broker/topics/ ([tool.mutmut] in pyproject.toml);
 # `$(VENV)/bin/mutmut results` lists the survivors afterwards.
