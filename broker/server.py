@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import gc
 import inspect
 import io
 import socket
@@ -45,6 +46,7 @@ _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hhi")
 _MAX_QUEUED_FRAMES = 256
 PASS_BUDGET_S = 0.002
+OFFLOAD_BYTES = 256 * 1024  # requests this large are decoded in a worker thread
 
 
 class WarningLimiter:
@@ -149,8 +151,8 @@ class KafkaConnection(asyncio.Protocol):
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > self.max_frame:
-                self.broker.bad_input.warn("connection.frame_size_rejected", self.peer, size=size,
-                            max=self.max_frame)
+                self.broker.bad_input.warn("connection.frame_size_rejected", self.peer,
+                                           size=size, max=self.max_frame)
                 self.close()
                 return
             if end - pos - 4 < size:
@@ -249,26 +251,48 @@ class KafkaConnection(asyncio.Protocol):
         reg = REGISTRY.get(api_key)
         if reg is None:
             self.broker.bad_input.warn("request.unknown_api_key", self.peer, api_key=api_key,
-                        api_version=api_version)
+                                       api_version=api_version)
             raise CloseConnection
         if not reg.serves(api_version):
             if api_key == API_VERSIONS.key:
                 return self._api_versions_fallback(correlation_id)
-            self.broker.bad_input.warn("request.unsupported_version", self.peer, api=reg.schema.name,
-                        api_key=api_key, api_version=api_version,
-                        supported=f"{reg.min_version}-{reg.max_version}")
+            self.broker.bad_input.warn("request.unsupported_version", self.peer,
+                                       api=reg.schema.name, api_key=api_key,
+                                       api_version=api_version,
+                                       supported=f"{reg.min_version}-{reg.max_version}")
             raise CloseConnection
+        if len(frame) >= OFFLOAD_BYTES:
+            return self._handle_large(frame, reg, api_version, correlation_id)
+        try:
+            header, request = _decode(reg.schema, api_version, frame)
+        except Exception as exc:  # any malformed body: log and drop the connection
+            self._undecodable(reg.schema, api_version, exc)
+        return self._serve(reg, api_version, correlation_id, header, request)
+
+    async def _handle_large(self, frame: bytes, reg, api_version: int, correlation_id: int):
+        # Decoding a large request (a Metadata request naming a million topics
+        # is 2 MB) takes seconds: a worker thread does it while the event loop
+        # keeps serving every other connection.
+        loop = asyncio.get_running_loop()
+        try:
+            header, request = await loop.run_in_executor(None, _decode_large, reg.schema,
+                                                         api_version, frame)
+        except Exception as exc:
+            self._undecodable(reg.schema, api_version, exc)
+        result = self._serve(reg, api_version, correlation_id, header, request)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    def _undecodable(self, schema, api_version: int, exc: Exception):
+        self.broker.bad_input.warn("request.undecodable", self.peer, api=schema.name,
+                                   api_version=api_version, error=str(exc) or type(exc).__name__)
+        raise CloseConnection from None
+
+    def _serve(self, reg, api_version: int, correlation_id: int, header, request):
         schema = reg.schema
         flexible = schema.is_flexible(api_version)
-        stream = io.BytesIO(frame)
-        try:
-            header = request_header_codec(2 if flexible else 1).read(stream)
-            request = schema.codec(api_version, "request").read(stream)
-        except Exception as exc:  # any malformed body: log and drop the connection
-            self.broker.bad_input.warn("request.undecodable", self.peer, api=schema.name,
-                        api_version=api_version, error=str(exc) or type(exc).__name__)
-            raise CloseConnection from None
-        ctx = RequestContext(self.broker, api_key, api_version, correlation_id,
+        ctx = RequestContext(self.broker, reg.key, api_version, correlation_id,
                              header.client_id or "", self.peer, self)
         with self._handler_errors(schema, api_version):
             result = reg.handler(ctx, request)
@@ -291,8 +315,9 @@ class KafkaConnection(asyncio.Protocol):
             # 32,000 bytes) must not make the whole answer unencodable.
             if not _fit_messages(result):
                 raise
-            self.broker.bad_input.warn("response.message_truncated", self.peer, api=schema.name,
-                        api_version=api_version, max_bytes=MAX_STRING_BYTES)
+            self.broker.bad_input.warn("response.message_truncated", self.peer,
+                                       api=schema.name, api_version=api_version,
+                                       max_bytes=MAX_STRING_BYTES)
             return frame_response(schema, api_version, correlation_id, result)
 
     @contextlib.contextmanager
@@ -351,6 +376,26 @@ class KafkaConnection(asyncio.Protocol):
             self._queue.clear()
             if self.transport is not None:
                 self.transport.close()
+
+
+def _decode(schema, api_version: int, frame: bytes):
+    """(header, body) of a request frame (without its size prefix)."""
+    stream = io.BytesIO(frame)
+    header = request_header_codec(2 if schema.is_flexible(api_version) else 1).read(stream)
+    return header, schema.codec(api_version, "request").read(stream)
+
+
+def _decode_large(schema, api_version: int, frame: bytes):
+    """``_decode`` without cyclic garbage collection: the objects of a large request
+    would otherwise trigger full collections that hold the interpreter lock for
+    tens of milliseconds at a time (the decoded objects hold no cycles)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _decode(schema, api_version, frame)
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _fit_messages(value) -> bool:
