@@ -93,6 +93,20 @@ def test_topic_whose_partitions_cannot_be_created_is_not_kept(make_broker, tmp_p
     assert again.broker.topics.get("too-big") is None
 
 
+def _assert_stop_waits_for(node, entered, release, what: str) -> None:
+    """Once ``entered`` is set, ``node.stop()`` must not return until ``release``."""
+    import threading
+
+    assert entered.wait(10)
+    stopper = threading.Thread(target=node.stop)
+    stopper.start()
+    stopper.join(0.3)
+    assert stopper.is_alive(), f"stop must wait for {what}"
+    release.set()
+    stopper.join(15)
+    assert not stopper.is_alive()
+
+
 def test_stop_waits_for_a_running_compaction_pass(make_broker, tmp_path):
     import threading
     import storage.log
@@ -111,13 +125,7 @@ def test_stop_waits_for_a_running_compaction_pass(make_broker, tmp_path):
 
     storage.log.PartitionLog.compact = slow_compact
     try:
-        assert entered.wait(10)
-        stopper = threading.Thread(target=node.stop)
-        stopper.start()
-        stopper.join(0.3)
-        assert stopper.is_alive(), "stop must wait for the compaction pass"
-        release.set()
-        stopper.join(10)
+        _assert_stop_waits_for(node, entered, release, "the compaction pass")
         assert finished.is_set()
     finally:
         storage.log.PartitionLog.compact = real_compact
@@ -146,13 +154,7 @@ def test_stop_waits_for_a_flush_in_flight(make_broker, tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "fsync", slow_fsync)
     pending = asyncio.run_coroutine_threadsafe(plog.append_async(_batch([b"late"])), node.loop)
-    assert entered.wait(10)
-    stopper = threading.Thread(target=node.stop)
-    stopper.start()
-    stopper.join(0.3)
-    assert stopper.is_alive(), "stop must wait for the fsync in flight"
-    release.set()
-    stopper.join(15)
+    _assert_stop_waits_for(node, entered, release, "the fsync in flight")
     info = pending.result(5)
     assert info.last_offset == 0 and not plog.offline
     monkeypatch.undo()
