@@ -275,7 +275,7 @@ class KafkaConnection(asyncio.Protocol):
         # keeps serving every other connection.
         loop = asyncio.get_running_loop()
         try:
-            header, request = await loop.run_in_executor(None, _decode_large, reg.schema,
+            header, request = await loop.run_in_executor(None, _decode_large, reg,
                                                          api_version, frame)
         except Exception as exc:
             self._undecodable(reg.schema, api_version, exc)
@@ -385,14 +385,18 @@ def _decode(schema, api_version: int, frame: bytes):
     return header, schema.codec(api_version, "request").read(stream)
 
 
-def _decode_large(schema, api_version: int, frame: bytes):
-    """``_decode`` without cyclic garbage collection: the objects of a large request
-    would otherwise trigger full collections that hold the interpreter lock for
-    tens of milliseconds at a time (the decoded objects hold no cycles)."""
+def _decode_large(reg, api_version: int, frame: bytes):
+    """``_decode`` and the handler's ``prepare`` (in a worker thread), without cyclic
+    garbage collection: the objects of a large request would otherwise trigger
+    full collections that hold the interpreter lock for tens of milliseconds at a
+    time (the decoded objects hold no cycles)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _decode(schema, api_version, frame)
+        header, request = _decode(reg.schema, api_version, frame)
+        if reg.prepare is not None:
+            request = reg.prepare(request, api_version)
+        return header, request
     finally:
         if was_enabled:
             gc.enable()

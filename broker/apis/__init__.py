@@ -5,6 +5,12 @@ ApiVersions answers from this registry, so nothing is advertised that is not
 served.  A handler takes ``(ctx, request)`` and returns the response body as a
 dict (or an awaitable of one), or ``NO_RESPONSE`` for requests Kafka does not
 answer (Produce with acks=0).
+
+``prepare`` (optional) is a pure function ``(request, version) -> request`` that
+the server runs in a worker thread, right after decoding, for large requests
+(``broker.server.OFFLOAD_BYTES``): the place for work proportional to the size
+of the request that needs no broker state (collapsing a million repeated
+names), so it never runs on the event loop.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ class Registration:
     max_version: int
     handler: Callable[..., Any]
     schema: Api
+    prepare: Callable[[Any, int], Any] | None = None
 
     def serves(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -39,7 +46,7 @@ class Registration:
 REGISTRY: dict[int, Registration] = {}
 
 
-def api(*, key: int, versions: tuple[int, int]):
+def api(*, key: int, versions: tuple[int, int], prepare: Callable[[Any, int], Any] | None = None):
     """Register the handler of API ``key`` for the inclusive version range."""
 
     schema = ALL_APIS.get(key)
@@ -52,7 +59,7 @@ def api(*, key: int, versions: tuple[int, int]):
     def register(handler):
         if key in REGISTRY:
             raise RuntimeError(f"api key {key} registered twice")
-        REGISTRY[key] = Registration(key, low, high, handler, schema)
+        REGISTRY[key] = Registration(key, low, high, handler, schema, prepare)
         return handler
 
     return register

@@ -59,7 +59,32 @@ def _error_entry(name, code, topic_id=ZERO_UUID):
             "partitions": [], "topic_authorized_operations": NOT_PROVIDED}
 
 
-@api(key=3, versions=(0, 12))
+def _collapse_repeated_names(request, version: int):
+    """Kafka answers a set of topics: a name (or id) asked twice is answered once.
+    Collapsing a request that names a million topics runs here, in a worker
+    thread (``prepare``); a request the handler refuses as a whole is kept."""
+    requested = request["topics"]
+    if not requested or _has_ids_below_v12(requested, version):
+        return request
+    request["topics"] = _unique(requested)
+    return request
+
+
+def _has_ids_below_v12(requested, version: int) -> bool:
+    # (Item access: a decoded struct's attribute access costs several times more.)
+    return version < 12 and any(
+        t["name"] is None or t["topic_id"] != ZERO_UUID for t in requested)
+
+
+def _unique(requested) -> list:
+    unique = {}
+    for t in requested:
+        name = t["name"]
+        unique.setdefault(name if name is not None else t["topic_id"], t)
+    return list(unique.values())
+
+
+@api(key=3, versions=(0, 12), prepare=_collapse_repeated_names)
 def metadata(ctx, request):
     broker = ctx.broker
     topics = broker.topics
@@ -68,21 +93,14 @@ def metadata(ctx, request):
     requested = request.topics
     if version == 0 and not requested:
         requested = None
-    # (Item access: a request may name a million topics, and a decoded struct's
-    # attribute access costs several times more.)
-    if requested is not None and version < 12 and any(
-            t["name"] is None or t["topic_id"] != ZERO_UUID for t in requested):
+    if requested is not None and _has_ids_below_v12(requested, version):
         # Kafka fails the whole request (InvalidRequestException turned into an
         # error answer naming every requested topic).
         return _response(broker, request, [
             _error_entry(t.name or "", ErrorCode.INVALID_REQUEST, t.topic_id) for t in requested])
     if requested is not None:
         # Kafka answers a set of topics: a name (or id) asked twice is answered once.
-        unique = {}
-        for t in requested:
-            name = t["name"]
-            unique.setdefault(name if name is not None else t["topic_id"], t)
-        requested = list(unique.values())
+        requested = _unique(requested)
     if requested is None:
         entries = [topic_entry(broker, t, include_ops)
                    for t in sorted(topics.topics.values(), key=lambda t: t.name)]
