@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 
 from broker.apis import api
-from broker.apis.configs import broker_config_values, topic_config_values, DEFAULT_CONFIG
+from broker.apis.configs import broker_config_values, topic_config_values
 from broker.topics.manager import validate_topic_name
 from protocol.errors import ErrorCode
 
