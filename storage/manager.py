@@ -16,6 +16,7 @@ point is validated).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import shutil
@@ -27,7 +28,7 @@ import structlog
 
 from storage.config import LogConfig
 from storage.files import fsync_dir, write_atomically
-from storage.errors import KafkaStorageError
+from storage.errors import KafkaStorageError, LogClosedError
 from storage.log import PartitionLog, wall_clock_ms
 
 log = structlog.get_logger("kcoord.storage")
@@ -405,11 +406,19 @@ class LogManager:
 
     # --- maintenance ---------------------------------------------------------------------
 
+    def _maintainable(self) -> list[PartitionLog]:
+        """The logs a maintenance pass works on: none once the dir is offline."""
+        if self.offline:
+            return []
+        return [plog for plog in list(self.logs.values()) if not plog.closed]
+
     def run_retention(self, now_ms: int | None = None) -> int:
         """One retention pass over every log; returns the segments deleted."""
         now = self.clock() if now_ms is None else now_ms
-        deleted = sum(plog.delete_old_segments(now) for plog in list(self.logs.values())
-                      if not plog.closed)
+        deleted = 0
+        for plog in self._maintainable():
+            with _unless_deleted_meanwhile(plog):
+                deleted += plog.delete_old_segments(now)
         if deleted:
             self.write_checkpoints()
         return deleted
@@ -418,9 +427,10 @@ class LogManager:
         """Compact every log that needs it (synchronously); returns how many were cleaned."""
         now = self.clock() if now_ms is None else now_ms
         cleaned = 0
-        for plog in list(self.logs.values()):
-            if plog.config.compact and not plog.closed and plog.compact(now) is not None:
-                cleaned += 1
+        for plog in self._maintainable():
+            if plog.config.compact:
+                with _unless_deleted_meanwhile(plog):
+                    cleaned += plog.compact(now) is not None
         if cleaned:
             self.write_checkpoints()
         return cleaned
@@ -429,9 +439,10 @@ class LogManager:
         """Compact every log that needs it, each in a worker thread."""
         now = self.clock() if now_ms is None else now_ms
         cleaned = 0
-        for plog in list(self.logs.values()):
-            if plog.config.compact and not plog.closed and await plog.compact_async(now) is not None:
-                cleaned += 1
+        for plog in self._maintainable():
+            if plog.config.compact:
+                with _unless_deleted_meanwhile(plog):
+                    cleaned += await plog.compact_async(now) is not None
         if cleaned:
             await asyncio.get_running_loop().run_in_executor(None, self.write_checkpoints)
         return cleaned
@@ -490,3 +501,14 @@ class LogManager:
         """Wait for the flushes in flight of every log (before ``close``)."""
         for plog in list(self.logs.values()):
             await plog.flusher.drain()
+
+
+@contextlib.contextmanager
+def _unless_deleted_meanwhile(plog: PartitionLog):
+    """A maintenance pass skips a log whose topic was deleted while it ran (its
+    files are closed under it); any other error is raised."""
+    try:
+        yield
+    except (LogClosedError, OSError):
+        if not plog.closed or plog.offline:
+            raise

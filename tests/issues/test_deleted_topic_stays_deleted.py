@@ -96,3 +96,28 @@ def test_a_partition_folder_beyond_the_partition_count_is_set_aside(tmp_path):
     assert again.logs.get("few", 7) is None and again.logs.get("nobody", 0) is None
     assert not (tmp_path / "few-7").exists() and not (tmp_path / "nobody-0").exists()
     _crash(again)
+
+
+def test_a_maintenance_pass_skips_a_log_deleted_while_it_runs(tmp_path, monkeypatch):
+    from storage.config import LogConfig
+    from storage.log import PartitionLog
+
+    manager = LogManager(str(tmp_path), LogConfig(retention_ms=0, segment_bytes=200,
+                                                  cleanup_policy=("compact", "delete")))
+    first = manager.get_or_create("a", 0)
+    second = manager.get_or_create("b", 0)
+    for plog in (first, second):
+        for i in range(5):
+            plog.append(batch([b"x" * 100], keys=[b"k%d" % i]))
+    real = PartitionLog.delete_old_segments
+
+    def deleted_meanwhile(self, now_ms=None):
+        if self is first:
+            manager.remove_partitions(manager.detach("a", 1))  # DeleteTopics on the loop
+        return real(self, now_ms)
+
+    monkeypatch.setattr(PartitionLog, "delete_old_segments", deleted_meanwhile)
+    assert manager.run_retention(now_ms=10 ** 13) > 0  # b's segments still went
+    assert manager.run_cleaner(now_ms=10 ** 13) == 0
+    manager.dir_failed("test")
+    assert manager.run_retention(now_ms=10 ** 13) == 0  # offline: nothing is touched
