@@ -186,8 +186,9 @@ class KafkaConnection(asyncio.Protocol):
         out: list[bytes] = []
         queue = self._queue
         deadline = time.monotonic() + PASS_BUDGET_S
+        served = 0
         while queue and not self._write_paused:
-            if out and time.monotonic() > deadline:
+            if served and time.monotonic() > deadline:
                 # Enough for this turn: answer what is done, let the other
                 # connections run, and come back for the rest.
                 self._flush(out)
@@ -195,6 +196,7 @@ class KafkaConnection(asyncio.Protocol):
                 asyncio.get_running_loop().call_soon(self._scheduled_pump)
                 return
             frame = queue.popleft()
+            served += 1
             try:
                 result = self._handle(frame)
             except CloseConnection:

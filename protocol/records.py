@@ -276,6 +276,13 @@ def set_log_append_time(buf: bytearray, pos: int, timestamp: int) -> None:
     _rewrite_crc(buf, pos, header.size)
 
 
+def set_max_timestamp(buf: bytearray, pos: int, timestamp: int) -> None:
+    """Set the batch's ``maxTimestamp`` (type unchanged); recomputes its CRC."""
+    header = batch_header(buf, pos)
+    _INT64.pack_into(buf, pos + 35, timestamp)
+    _rewrite_crc(buf, pos, header.size)
+
+
 def _rewrite_crc(buf: bytearray, pos: int, size: int) -> None:
     crc = _crc32c_value(bytes(buf[pos + _ATTRIBUTES_AT : pos + size]))
     _UINT32.pack_into(buf, pos + _CRC_AT, crc)

@@ -75,6 +75,8 @@ class LogFlusher:
                         raise
             fsync_dir(plog.directory)
         except OSError as exc:
+            if plog.closed and not plog.offline:
+                return  # the log was deleted meanwhile: nothing is left to flush
             raise plog.io_failed(exc, "flush") from exc
         with plog._lock:
             for segment, size in pending:

@@ -94,8 +94,11 @@ class _Index:
             pass
 
     def rename(self, path: str) -> None:
-        if os.path.exists(self.path):
-            os.rename(self.path, path)
+        """Rename the file, creating it (empty) if no entry made it yet: the rename
+        must replace any index already at ``path`` (the cleaner's swap)."""
+        if not os.path.exists(self.path):
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644))
+        os.rename(self.path, path)
         self.path = path
 
     def is_full(self, max_bytes: int) -> bool:

@@ -114,6 +114,11 @@ class PartitionLog:
                                      recovery_point=self.recovery_point,
                                      clean_shutdown=clean_shutdown, name=self.name):
             self._append_segment(segment)
+            if segment.next_offset > self.recovery_point:
+                # Bytes past the recovery point may not be on disk yet (they
+                # survived a process crash in the page cache): the next flush
+                # covers them before the recovery point moves past them.
+                self.flusher.written(segment)
         # A segment that holds nothing after the previous one's end is still the active one.
         if not self.segments:
             start = log_start_offset or 0

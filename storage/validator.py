@@ -46,6 +46,7 @@ from protocol.records import (
     iter_entries,
     set_base_offset,
     set_log_append_time,
+    set_max_timestamp,
     set_partition_leader_epoch,
     walk_records,
 )
@@ -149,8 +150,14 @@ def validate_and_assign(buf: bytearray, *, tp: str, config: LogConfig, next_offs
             if config.log_append_time and not header.is_control:
                 set_log_append_time(batch, 0, now)
                 batch_max = now
-            else:
+            elif header.timestamp_type == LOG_APPEND_TIME or not walked:
                 batch_max = header.max_timestamp
+            else:
+                # LogValidator sets maxTimestamp from the records: the header's
+                # value is the producer's word and checked by nothing.
+                batch_max = header.base_timestamp + max(w[1] for w in walked)
+                if batch_max != header.max_timestamp:
+                    set_max_timestamp(batch, 0, batch_max)
         last = offset + last_delta
         if batch_max > max_ts:
             max_ts, offset_of_max = batch_max, last

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 
 from broker.apis import api
-from broker.topics.manager import OFFSETS_TOPIC
+from broker.topics.manager import OFFSETS_TOPIC, TopicError
 from protocol.errors import ErrorCode
 from protocol.wire import ZERO_UUID
 
@@ -74,6 +74,10 @@ async def delete_topics(ctx, request):
             answer(topic.name, topic.topic_id, ErrorCode.INVALID_REQUEST,
                    f"Internal topic {topic.name} cannot be deleted.")
             continue
-        await topics.delete(topic)
+        try:
+            await topics.delete(topic)
+        except TopicError as exc:
+            answer(topic.name, topic.topic_id, exc.code, exc.message)
+            continue
         answer(topic.name, topic.topic_id, ErrorCode.NONE)
     return {"throttle_time_ms": 0, "responses": responses}

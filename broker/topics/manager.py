@@ -390,7 +390,16 @@ class TopicManager:
         log.info("topic.deleted", topic=topic.name, topic_id=topic_id_to_str(topic.topic_id))
 
     def _delete_on_disk(self, topic: Topic, detached) -> None:
-        self.store.record(deleted=[_entry(topic)])
+        try:
+            self.store.record(deleted=[_entry(topic)])
+        except OSError as exc:
+            # The topic journal is kcoord's metadata log: losing it is a log dir
+            # failure (the broker stops; the deletion was never acknowledged).
+            for plog in detached:
+                plog.close_files()
+            self.logs.dir_failed(f"topic journal: {exc}")
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"Could not record the deletion of {topic.name}: {exc}") from None
         self.logs.remove_partitions(detached)
 
 

@@ -115,10 +115,20 @@ class TopicStore:
         new_file = not self.journal_path.exists()
         fd = os.open(self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
+            good = os.fstat(fd).st_size
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except OSError:
+                # Never leave half a line: the next change would be appended to
+                # it and both would read as one unreadable line.
+                try:
+                    os.ftruncate(fd, good)
+                except OSError:
+                    pass
+                raise
         finally:
             os.close(fd)
         if new_file:
