@@ -226,6 +226,14 @@ def _clean_group(plog, group, offset_map, now: int, stats: CleanStats):
         index_interval_bytes=plog.config.index_interval_bytes,
         suffix=".cleaned",
     )
+    try:
+        return _fill_cleaned(plog, group, offset_map, now, stats, out)
+    except BaseException:
+        out.delete()  # e.g. the log was deleted under the cleaner: leave nothing behind
+        raise
+
+
+def _fill_cleaned(plog, group, offset_map, now: int, stats: CleanStats, out: LogSegment):
     batches = [(seg, pos, header, data) for seg in group for pos, header, data in seg.scan(0)]
     horizon_min = None
     for n, (_seg, _pos, header, data) in enumerate(batches):

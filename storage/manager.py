@@ -170,7 +170,8 @@ class LogManager:
         os.makedirs(data_dir, exist_ok=True)
         marker = os.path.join(data_dir, CLEAN_SHUTDOWN_FILE)
         self.clean_shutdown = os.path.exists(marker)
-        self._checkpoint_lock = threading.RLock()
+        self._checkpoint_lock = threading.RLock()  # the tables below
+        self._write_lock = threading.Lock()  # one checkpoint writer at a time
         self._recovery_points = read_checkpoint(os.path.join(data_dir, RECOVERY_POINT_FILE))
         self._log_starts = read_checkpoint(os.path.join(data_dir, LOG_START_FILE))
         self._cleaner_offsets = read_checkpoint(os.path.join(data_dir, CLEANER_FILE))
@@ -279,12 +280,15 @@ class LogManager:
     def _forget_stale_entries(self, keys) -> None:
         """Drop checkpoint entries of older logs of these partitions, on disk too,
         before a new log of the same name takes any data."""
-        with self._checkpoint_lock:
-            for key in keys:
-                for table in (self._recovery_points, self._log_starts, self._cleaner_offsets):
-                    table.pop(key, None)
-            if self._on_disk.intersection(keys):
-                self._write_checkpoint_files()
+        with self._write_lock:
+            with self._checkpoint_lock:
+                for key in keys:
+                    for table in (self._recovery_points, self._log_starts, self._cleaner_offsets):
+                        table.pop(key, None)
+                stale = bool(self._on_disk.intersection(keys))
+                tables = self._snapshot_tables()
+            if stale:
+                self._write_checkpoint_files(*tables)
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get((topic, partition))
@@ -448,29 +452,39 @@ class LogManager:
         return cleaned
 
     def write_checkpoints(self) -> None:
-        """Write the three checkpoint files from the logs open now (any thread)."""
+        """Write the three checkpoint files from the logs open now (any thread).
+
+        The tables are copied under ``_checkpoint_lock`` and written outside it
+        (writers take ``_write_lock``), so the event loop, which takes the
+        former to forget a deleted topic's entries, never waits for an fsync.
+        """
         if self.offline:
             return
-        with self._checkpoint_lock:
-            for key, plog in list(self.logs.items()):
-                self._recovery_points[key] = plog.recovery_point
-                self._log_starts[key] = plog.log_start_offset
-                if plog.cleaner_offset is not None:
-                    self._cleaner_offsets[key] = plog.cleaner_offset
-                else:
-                    # A reset (truncation) must not come back from the last checkpoint.
-                    self._cleaner_offsets.pop(key, None)
-            self._write_checkpoint_files()
+        with self._write_lock:
+            with self._checkpoint_lock:
+                for key, plog in list(self.logs.items()):
+                    self._recovery_points[key] = plog.recovery_point
+                    self._log_starts[key] = plog.log_start_offset
+                    if plog.cleaner_offset is not None:
+                        self._cleaner_offsets[key] = plog.cleaner_offset
+                    else:
+                        # A reset (truncation) must not come back from the last checkpoint.
+                        self._cleaner_offsets.pop(key, None)
+                tables = self._snapshot_tables()
+            self._write_checkpoint_files(*tables)
 
-    def _write_checkpoint_files(self) -> None:
+    def _snapshot_tables(self):
+        return dict(self._recovery_points), dict(self._log_starts), dict(self._cleaner_offsets)
+
+    def _write_checkpoint_files(self, recovery_points, log_starts, cleaner_offsets) -> None:
         try:
-            write_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_FILE), self._recovery_points)
-            write_checkpoint(os.path.join(self.data_dir, LOG_START_FILE), self._log_starts)
-            write_checkpoint(os.path.join(self.data_dir, CLEANER_FILE), self._cleaner_offsets)
+            write_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_FILE), recovery_points)
+            write_checkpoint(os.path.join(self.data_dir, LOG_START_FILE), log_starts)
+            write_checkpoint(os.path.join(self.data_dir, CLEANER_FILE), cleaner_offsets)
         except OSError as exc:
             self.dir_failed(f"checkpoint write: {exc}")
             raise KafkaStorageError(f"could not write the checkpoints: {exc}") from exc
-        self._on_disk = set(self._recovery_points) | set(self._log_starts) | set(self._cleaner_offsets)
+        self._on_disk = set(recovery_points) | set(log_starts) | set(cleaner_offsets)
 
     def close(self) -> None:
         """Flush and close every log, write the checkpoints and the clean-shutdown marker.

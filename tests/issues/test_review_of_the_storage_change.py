@@ -10,7 +10,10 @@ each reproduced before it was fixed:
 4. a producer's batch ``maxTimestamp`` was stored as sent (Kafka sets it from
    the records), so a false one defeated retention and time lookups;
 5. a journal append that failed half-way left half a line, which swallowed the
-   next acknowledged topic change."""
+   next acknowledged topic change;
+6. the event loop, forgetting a deleted topic's checkpoint entries, waited for
+   a checkpoint write (three fsyncs) in progress in another thread;
+7. a compaction interrupted by an error left its ``.cleaned`` files behind."""
 
 from __future__ import annotations
 
@@ -136,3 +139,50 @@ def test_a_failed_journal_append_does_not_swallow_the_next_change(tmp_path, monk
     monkeypatch.undo()
     store.record(deleted=[{"name": "a", "topic_id": "A"}])
     assert TopicStore(tmp_path).load() == {}
+
+
+def test_forgetting_a_deleted_topic_never_waits_for_a_checkpoint_write(tmp_path, monkeypatch):
+    import storage.manager as M
+
+    manager = LogManager(str(tmp_path))
+    manager.get_or_create("a", 0)
+    manager.get_or_create("b", 0)
+    writing, release = threading.Event(), threading.Event()
+    real = M.write_checkpoint
+
+    def slow_write(path, entries):
+        writing.set()
+        release.wait(10)  # an fsync on a slow disk
+        real(path, entries)
+
+    monkeypatch.setattr(M, "write_checkpoint", slow_write)
+    writer = threading.Thread(target=manager.write_checkpoints)
+    writer.start()
+    assert writing.wait(10)
+    detacher = threading.Thread(target=manager.detach, args=("a", 1))  # the event loop's part
+    detacher.start()
+    detacher.join(5)
+    detached_while_writing = not detacher.is_alive()
+    release.set()
+    writer.join(10)
+    detacher.join(10)
+    assert detached_while_writing
+
+
+def test_an_interrupted_compaction_leaves_no_cleaned_files(tmp_path, monkeypatch):
+    import storage.cleaner as C
+
+    cfg = LogConfig(cleanup_policy=("compact",), segment_bytes=300, min_cleanable_dirty_ratio=0.0)
+    plog = PartitionLog(str(tmp_path / "c-0"), cfg)
+    for i in range(10):
+        plog.append(batch([b"v" * 50], keys=[b"k%d" % (i % 2)]))
+    plog.roll()
+
+    def broken(*args, **kwargs):
+        raise OSError(errno.EBADF, "Bad file descriptor")  # the log deleted under the cleaner
+
+    monkeypatch.setattr(C, "build_batch", broken)
+    monkeypatch.setattr(C, "empty_batch", broken)
+    with pytest.raises(OSError):
+        plog.compact(force=True)
+    assert not [n for n in os.listdir(plog.directory) if ".cleaned" in n]
