@@ -31,6 +31,7 @@ class Broker:
         self._passes: set[asyncio.Future] = set()
         self.connections: set[KafkaConnection] = set()
         self.bad_input = WarningLimiter()  # rate-limited warnings about bad requests
+        self.large_requests = asyncio.Semaphore(1)  # large requests decoded one at a time
         self._server: asyncio.base_events.Server | None = None
         self._lock = DirLock(self.data_dir)
         self.host, self.port = config.listener

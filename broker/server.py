@@ -276,11 +276,15 @@ class KafkaConnection(asyncio.Protocol):
         # is 2 MB) takes seconds: a worker thread does it while the event loop
         # keeps serving every other connection.
         loop = asyncio.get_running_loop()
-        try:
-            header, request = await loop.run_in_executor(None, _decode_large, reg,
-                                                         api_version, frame)
-        except Exception as exc:
-            self._undecodable(reg.schema, api_version, exc)
+        # One large request is decoded at a time: its objects take about a
+        # hundred times its size in memory, and clients sending many at once
+        # must not multiply that (Kafka bounds queued request bytes likewise).
+        async with self.broker.large_requests:
+            try:
+                header, request = await loop.run_in_executor(None, _decode_large, reg,
+                                                             api_version, frame)
+            except Exception as exc:
+                self._undecodable(reg.schema, api_version, exc)
         result = self._serve(reg, api_version, correlation_id, header, request)
         if inspect.isawaitable(result):
             result = await result

@@ -40,3 +40,42 @@ def test_a_huge_undecodable_request_closes_only_its_connection(broker):
     fresh = WireClient("127.0.0.1", broker.port)
     assert fresh.call(18, 0, {})["error_code"] == ErrorCode.NONE
     fresh.close()
+
+
+def test_large_requests_are_decoded_one_at_a_time(make_broker, monkeypatch):
+    """Each large request takes about a hundred times its size in memory while it
+    is decoded: concurrent ones wait their turn instead of adding up."""
+    import threading
+
+    node = make_broker()
+    active, peak = [0], [0]
+    lock = threading.Lock()
+    real = server._decode_large
+
+    def counting(*args):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        try:
+            return real(*args)
+        finally:
+            with lock:
+                active[0] -= 1
+
+    monkeypatch.setattr(server, "_decode_large", counting)
+    frame_body = {"topics": [{"name": "same"}] * 60_000, "allow_auto_topic_creation": False}
+    clients = [WireClient("127.0.0.1", node.port) for _ in range(4)]
+    try:
+        results = []
+        threads = [threading.Thread(target=lambda c=c: results.append(c.call(3, 4, frame_body)))
+                   for c in clients]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert len(results) == 4
+        assert all(len(r["topics"]) == 1 for r in results)
+        assert peak[0] == 1
+    finally:
+        for c in clients:
+            c.close()
