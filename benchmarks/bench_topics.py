@@ -20,11 +20,11 @@ Everything listens on 127.0.0.1 only.
 from __future__ import annotations
 
 import io
+import multiprocessing
 import os
 import socket
 import statistics
 import struct
-import threading
 import time
 
 from benchmarks.bench_server import HOST, broker_server, request_frame
@@ -103,24 +103,41 @@ def _auto_create(conn: Connection, names: list[str]) -> float:
     return elapsed
 
 
-class LagProbe(threading.Thread):
-    """A second client sending ApiVersions back to back; records the worst wait."""
+def _probe_main(port: int, stop, result) -> None:
+    conn = Connection(port)
+    worst, samples = 0.0, 0
+    deadline = time.monotonic() + 300
+    while not stop.is_set() and time.monotonic() < deadline:
+        began = time.perf_counter()
+        conn.call(API_VERSIONS, 0, {})
+        worst = max(worst, time.perf_counter() - began)
+        samples += 1
+    conn.close()
+    result.send((worst, samples))
+
+
+class LagProbe:
+    """A second client, in a process of its own (so that the load client's work
+    cannot delay it), sending ApiVersions back to back; records the worst wait."""
 
     def __init__(self, port: int):
-        super().__init__(daemon=True)
-        self.conn = Connection(port)
-        self.stop = threading.Event()
+        ctx = multiprocessing.get_context("spawn")
+        self.stop = ctx.Event()
+        self._result, child = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=_probe_main, args=(port, self.stop, child), daemon=True)
         self.worst = 0.0
         self.samples = 0
 
-    def run(self) -> None:
-        deadline = time.monotonic() + 300
-        while not self.stop.is_set() and time.monotonic() < deadline:
-            began = time.perf_counter()
-            self.conn.call(API_VERSIONS, 0, {})
-            self.worst = max(self.worst, time.perf_counter() - began)
-            self.samples += 1
-        self.conn.close()
+    def start(self) -> None:
+        self._proc.start()
+        time.sleep(0.5)  # let it start and settle before the load begins
+
+    def join(self, timeout: float) -> None:
+        if self._result.poll(timeout):
+            self.worst, self.samples = self._result.recv()
+        self._proc.join(timeout)
+        if self._proc.is_alive():
+            self._proc.kill()
 
 
 def pipelined_burst(port: int, requests: int = 400) -> dict:
