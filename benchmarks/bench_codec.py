@@ -10,6 +10,7 @@ baseline; the ratio is the figure to watch.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 import struct
 import timeit
 
@@ -143,7 +144,7 @@ def hand_parse_metadata_v9(data: bytes) -> dict:
 
 
 def _plain(value):
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return {k: _plain(v) for k, v in value.items() if not k.startswith("_")}
     if isinstance(value, list):
         return [_plain(v) for v in value]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import collections.abc
 import contextlib
 import gc
 import inspect
@@ -412,14 +413,14 @@ def _fit_messages(value) -> bool:
     """Cut every ``*message`` string longer than a Kafka string can be (in place);
     True if anything was cut."""
     cut = False
-    if isinstance(value, dict):
+    if isinstance(value, collections.abc.Mapping):
         for key, item in value.items():
             if isinstance(item, str) and key.endswith("message"):
                 raw = item.encode("utf-8")
                 if len(raw) > MAX_STRING_BYTES:
                     value[key] = raw[:MAX_STRING_BYTES].decode("utf-8", "ignore")
                     cut = True
-            elif isinstance(item, (dict, list)):
+            elif isinstance(item, (collections.abc.Mapping, list)):
                 cut = _fit_messages(item) or cut
     elif isinstance(value, list):
         for item in value:

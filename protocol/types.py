@@ -21,12 +21,16 @@ from __future__ import annotations
 import io as _io
 import uuid as _uuid
 
-from construct import Construct, Container, SizeofError
+from construct import Construct, SizeofError
 
 from protocol import wire
+from protocol.values import message_class
 from protocol.wire import UnknownFieldError
 
-_HELPERS = "from protocol.wire import *\nfrom construct import Container\nfrom io import BytesIO\n"
+_HELPERS = (
+    "from protocol.wire import *\nfrom protocol.values import message_class\n"
+    "from io import BytesIO\n"
+)
 
 
 def _prelude(code) -> None:
@@ -42,8 +46,8 @@ def default_literal(value) -> str:
     if isinstance(value, list) and not value:
         return "[]"
     if isinstance(value, dict):
-        items = ", ".join(f"({k!r}, {default_literal(v)})" for k, v in value.items())
-        return f"Container([{items}])"
+        items = ", ".join(f"{k!r}: {default_literal(v)}" for k, v in value.items())
+        return "{" + items + "}"
     raise TypeError(f"unsupported default {value!r}")
 
 
@@ -51,7 +55,7 @@ def fresh_default(value):
     if isinstance(value, list):
         return []
     if isinstance(value, dict):
-        return Container((k, fresh_default(v)) for k, v in value.items())
+        return {k: fresh_default(v) for k, v in value.items()}
     return value
 
 
@@ -226,6 +230,11 @@ class KStruct(Construct):
         # default without a word), so it raises.
         self.known = frozenset([f[0] for f in self.fields] + [a[0] for a in self.absent]
                                + [t[1] for t in self.tagged])
+        # What a decoded value is: one slot per field, in wire order.
+        self.message_class = message_class(
+            [f[0] for f in self.fields] + [a[0] for a in self.absent]
+            + [t[1] for t in self.tagged]
+        )
 
     def check_known(self, obj) -> None:
         if not obj.keys() <= self.known:
@@ -239,7 +248,7 @@ class KStruct(Construct):
             marker = wire.read_exact(stream, 1)[0]
             if marker == 0xFF:
                 return None
-        result = Container()
+        result = self.message_class()
         for name, sub, _default in self.fields:
             result[name] = sub._parsereport(stream, context, path)
         for name, default in self.absent:
@@ -296,22 +305,24 @@ class KStruct(Construct):
         lines = [f"def {fname}(io, this):"]
         if self.nullable:
             lines.append("    if read_exact(io, 1) == b'\\xff': return None")
-        lines.append("    r = Container()")
+        cls = f"message_class_{code.allocateId()}"
+        code.append(f"{cls} = message_class({list(self.message_class._keys)!r})")
+        lines.append(f"    r = {cls}()")
         for name, sub, _default in self.fields:
-            lines.append(f"    r[{name!r}] = {sub._compileparse(code)}")
+            lines.append(f"    r.{name} = {sub._compileparse(code)}")
         for name, default in self.absent:
-            lines.append(f"    r[{name!r}] = {default_literal(default)}")
+            lines.append(f"    r.{name} = {default_literal(default)}")
         if self.flexible:
             if self.tagged:
                 for _tag, name, _sub, default in self.tagged:
-                    lines.append(f"    r[{name!r}] = {default_literal(default)}")
+                    lines.append(f"    r.{name} = {default_literal(default)}")
                 lines.append("    for _ in range(read_uvarint(io)):")
                 lines.append("        tag = read_uvarint(io)")
                 for i, (tag, name, sub, _default) in enumerate(self.tagged):
                     kw = "if" if i == 0 else "elif"
                     lines.append(f"        {kw} tag == {tag}:")
                     lines.append("            end = read_uvarint(io) + io.tell()")
-                    lines.append(f"            r[{name!r}] = {sub._compileparse(code)}")
+                    lines.append(f"            r.{name} = {sub._compileparse(code)}")
                     lines.append("            if io.tell() != end:")
                     lines.append(
                         f"                raise DecodeError('tagged field {name} has the wrong size')"

@@ -10,6 +10,7 @@ null only in the versions where they are nullable.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 
 from hypothesis import strategies as st
 
@@ -84,8 +85,8 @@ def message_values(struct: S, version: int, flexible: bool):
 
 
 def plain(value):
-    """Containers and lists as plain dicts and lists, for comparisons and messages."""
-    if isinstance(value, dict):
+    """Decoded messages and lists as plain dicts and lists, for comparisons and messages."""
+    if isinstance(value, Mapping):
         return {k: plain(v) for k, v in value.items() if not str(k).startswith("_")}
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]

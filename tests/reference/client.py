@@ -9,6 +9,7 @@ same way.
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 import socket
 import struct
 from typing import Any
@@ -22,8 +23,8 @@ _SIZE = struct.Struct(">i")
 
 
 def plain(value: Any) -> Any:
-    """A decoded message as plain dicts and lists (construct Containers compare oddly)."""
-    if isinstance(value, dict):
+    """A decoded message as plain dicts and lists."""
+    if isinstance(value, Mapping):
         return {k: plain(v) for k, v in value.items() if not k.startswith("_")}
     if isinstance(value, list):
         return [plain(v) for v in value]

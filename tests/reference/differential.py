@@ -13,6 +13,7 @@ its id): ``lambda side: {"topics": [{"topic_id": side.topic_ids["t"]}]}``.
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 import re
 import time
 import uuid
@@ -84,7 +85,7 @@ class Normalizer:
         return answer
 
     def _walk(self, value: Any, key: str | None = None) -> Any:
-        if isinstance(value, dict):
+        if isinstance(value, Mapping):
             out = {k: self._walk(v, k) for k, v in value.items()}
             if out.get("resource_type") == 4:
                 # kcoord serves no AlterConfigs: every broker property is read-only
@@ -148,7 +149,7 @@ class Normalizer:
 
 def differences(ours: Any, theirs: Any, path: str = "") -> list[str]:
     """Every field path where two decoded answers differ."""
-    if isinstance(ours, dict) and isinstance(theirs, dict):
+    if isinstance(ours, Mapping) and isinstance(theirs, Mapping):
         found = []
         for k in list(ours) + [k for k in theirs if k not in ours]:
             if k not in ours or k not in theirs:
