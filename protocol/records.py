@@ -850,29 +850,31 @@ def iter_records(buf, *, verify: bool = True) -> Iterator[Record]:
         yield from batch.records
 
 
-def up_convert(buf, *, compression_type: int | None = None) -> bytes:
-    """Turn a legacy message set into v2 batches (one per legacy entry), as Kafka 3.x does.
+def legacy_as_batch(buf) -> bytes:
+    """A Produce v0-2 message set as the one v2 batch Kafka 3.x appends for it.
 
-    Each wrapper keeps its codec unless ``compression_type`` says otherwise.
+    LogValidator converts every message of the set (inner messages of
+    wrappers included) into one batch with offsets 0..n-1, compressed with the
+    codec of the last compressed wrapper (the producer's codec); the broker
+    assigns the real offsets as for any client batch.  Messages flagged
+    LogAppendTime keep the flag, so the validator refuses them as Kafka does.
     """
-    out = []
-    for pos, size, magic in iter_entries(buf):
+    records, codec, ts_type = [], compression.NONE, CREATE_TIME
+    for pos, _size, magic in iter_entries(buf):
         if magic == 2:
-            out.append(bytes(memoryview(buf)[pos : pos + size]))
-            continue
-        batch = decode_legacy_entry(buf, pos)
-        codec = batch.compression if compression_type is None else compression_type
-        ts_type = batch.timestamp_type if batch.magic == 1 else CREATE_TIME
-        out.append(
-            build_batch(
-                batch.records,
-                base_offset=batch.base_offset,
-                compression_type=codec,
-                timestamp_type=ts_type,
-                max_timestamp=batch.max_timestamp if ts_type == LOG_APPEND_TIME else None,
-            )
-        )
-    return b"".join(out)
+            raise CorruptRecordError("a v2 batch in a legacy message set")
+        entry = decode_legacy_entry(buf, pos)
+        if entry.compression != compression.NONE:
+            codec = entry.compression
+        if entry.magic == 1 and entry.timestamp_type == LOG_APPEND_TIME:
+            ts_type = LOG_APPEND_TIME
+        records.extend(entry.records)
+    if not records:
+        raise CorruptRecordError("an empty legacy message set")
+    converted = [Record(i, r.timestamp, r.key, r.value) for i, r in enumerate(records)]
+    return build_batch(converted, compression_type=codec, timestamp_type=ts_type,
+                       max_timestamp=max(r.timestamp for r in converted)
+                       if ts_type == LOG_APPEND_TIME else None)
 
 
 def down_convert(buf, magic: int) -> bytes:

@@ -74,3 +74,15 @@ __all__ = [
     "KafkaStorageError",
     "CorruptRecordError",
 ]
+
+
+class OutOfOrderSequenceError(StorageError):
+    """An idempotent producer's batch does not follow its last sequence number."""
+
+    code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(StorageError):
+    """A batch from an older epoch of a producer than the log has seen."""
+
+    code = ErrorCode.INVALID_PRODUCER_EPOCH

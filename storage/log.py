@@ -40,6 +40,7 @@ from storage.errors import KafkaStorageError, LogClosedError, OffsetOutOfRangeEr
 from storage.files import fsync_dir
 from storage.flush import LogFlusher
 from storage.loader import load_segments
+from storage.producer_state import ProducerState
 from storage.retention import deletable_count
 from storage.segment import INT32_MAX, LogSegment, segment_name
 from storage.validator import AppendOrigin, validate_and_assign
@@ -61,6 +62,7 @@ class AppendInfo:
     log_append_time: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
     size: int
+    duplicate: bool = False  # an idempotent producer's retry: nothing was written
 
 
 @dataclass(slots=True)
@@ -97,9 +99,15 @@ class PartitionLog:
         self.offline = False
         self.flusher = LogFlusher(self)
         self.earliest_delete_horizon: int | None = None
+        # Idempotent producers (storage.producer_state), rebuilt from the batch
+        # headers on first need after an open (``load_producer_state``).
+        self.producers = ProducerState()
+        self.producers_loaded = False
+        self._producer_load = None
         if not os.path.isdir(directory):
             os.makedirs(directory, exist_ok=True)
         self._load(clean_shutdown, log_start_offset)
+        self.producers_loaded = self.segments[-1].size == 0 and len(self.segments) == 1
 
     # --- naming ----------------------------------------------------------------------
 
@@ -231,6 +239,20 @@ class PartitionLog:
                 buf, tp=self.name, config=self.config, next_offset=self.log_end_offset, now=now,
                 origin=origin, leader_epoch=leader_epoch)
             data = checked.records
+            header = batch_header(data, 0)
+            if header.producer_id >= 0 and origin is not AppendOrigin.REPLICATION:
+                if not self.producers_loaded:
+                    self._replay_producers()
+                duplicate = self.producers.find_duplicate(header)
+                if duplicate is not None:
+                    return AppendInfo(
+                        first_offset=duplicate.first_offset, last_offset=duplicate.last_offset,
+                        max_timestamp=duplicate.timestamp,
+                        offset_of_max_timestamp=duplicate.last_offset,
+                        log_append_time=duplicate.timestamp if self.config.log_append_time else -1,
+                        log_start_offset=self.log_start_offset, size=0, duplicate=True)
+                if origin is AppendOrigin.CLIENT:
+                    self.producers.check(header, checked.first_offset, self.name)
             try:
                 segment = self._maybe_roll(len(data), checked.max_timestamp, checked.first_offset,
                                            checked.last_offset, now)
@@ -239,6 +261,9 @@ class PartitionLog:
             except OSError as exc:
                 raise self.io_failed(exc, "append") from exc
             self.flusher.written(segment, checked.last_offset - checked.first_offset + 1)
+            if header.producer_id >= 0 or origin is AppendOrigin.REPLICATION:
+                for pos, _size, _magic in iter_entries(data):
+                    self.producers.replay(batch_header(data, pos))
             return AppendInfo(
                 first_offset=checked.first_offset,
                 last_offset=checked.last_offset,
@@ -316,6 +341,73 @@ class PartitionLog:
     def flush(self) -> None:
         """fsync everything written so far (synchronously)."""
         self.flusher.flush()
+
+    # --- idempotent producers ---------------------------------------------------------
+
+    def _replay_producers(self) -> None:
+        """Rebuild the producer state from every batch header (under the lock)."""
+        state = ProducerState()
+        for segment in self.segments:
+            for _pos, header in segment.headers():
+                state.replay(header)
+        self.producers = state
+        self.producers_loaded = True
+
+    async def load_producer_state(self) -> None:
+        """Rebuild the producer state once after an open, in a worker thread.
+
+        Most of the log is read without the lock, so appends and reads of this
+        partition (on the event loop) never wait for the whole scan.
+        """
+        if self.producers_loaded:
+            return
+        if self._producer_load is None:
+            self._producer_load = asyncio.get_running_loop().run_in_executor(
+                None, self._scan_producers)
+        load = self._producer_load
+        try:
+            await asyncio.shield(load)
+        finally:
+            if load.done() and self._producer_load is load:
+                self._producer_load = None
+
+    def _scan_producers(self) -> None:
+        for _attempt in range(3):
+            with self._lock:
+                if self.producers_loaded:
+                    return
+                self._check_open()
+                segments = list(self.segments)
+                sizes = [s.size for s in segments]
+                end = self.log_end_offset
+            state = ProducerState()
+            try:
+                for segment, size in zip(segments, sizes):
+                    for _pos, header in segment.headers(0, size):
+                        state.replay(header)
+            except (OSError, ValueError):
+                continue  # a segment went away meanwhile (retention, compaction): again
+            with self._lock:
+                if self.producers_loaded:
+                    return
+                if self.log_end_offset < end:
+                    continue  # truncated meanwhile
+                try:
+                    for segment in self.segments:
+                        if segment.next_offset <= end:
+                            continue
+                        start = sizes[-1] if segment is segments[-1] else 0
+                        for _pos, header in segment.headers(start):
+                            if header.last_offset >= end:
+                                state.replay(header)
+                except OSError as exc:
+                    raise self.io_failed(exc, "producer state load") from exc
+                self.producers = state
+                self.producers_loaded = True
+                return
+        with self._lock:
+            if not self.producers_loaded:
+                self._replay_producers()
 
     # --- read --------------------------------------------------------------------------
 
@@ -436,6 +528,7 @@ class PartitionLog:
             except OSError as exc:
                 raise self.io_failed(exc, "retention") from exc
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            self.producers.truncate_head(self.log_start_offset)
             log.info(
                 "segments_deleted",
                 log=self.name,
@@ -475,6 +568,9 @@ class PartitionLog:
             except OSError as exc:
                 raise self.io_failed(exc, "truncation") from exc
             self.flusher.written(active)
+            # ProducerStateManager.truncateAndReload: rebuilt from what is left.
+            self.producers = ProducerState()
+            self.producers_loaded = False
             end = self.log_end_offset
             self.recovery_point = min(self.recovery_point, end)
             # LocalLog.truncateTo: the log start never stays above the new end.
@@ -499,6 +595,8 @@ class PartitionLog:
             self.log_start_offset = offset
             self.recovery_point = offset
             self.cleaner_offset = None
+            self.producers = ProducerState()
+            self.producers_loaded = True
             log.info("log_reset", log=self.name, offset=offset)
 
     # --- compaction -------------------------------------------------------------------------

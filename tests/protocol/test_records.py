@@ -284,9 +284,15 @@ def test_up_and_down_conversion():
         [Record(None, 1000 + i, b"k%d" % i, b"v%d" % i) for i in range(4)],
         magic=1, base_offset=0, compression_type=compression.GZIP,
     )
-    v2 = R.up_convert(legacy)
+    plain = R.build_legacy([Record(None, 2000, b"p", b"q")], magic=1, base_offset=9)
+    v2 = R.legacy_as_batch(legacy)
     header = R.batch_header(v2)
     assert header.magic == 2 and header.records_count == 4 and header.compression == compression.GZIP
+    # Every message of the set, wrapped or not, goes into one batch from offset 0.
+    both = R.legacy_as_batch(plain + legacy)
+    assert [(o, k) for o, _t, k, _v, _h in _read_with(KpMemoryRecords, both)] == [
+        (0, b"p"), *[(1 + i, b"k%d" % i) for i in range(4)]]
+    assert R.batch_header(both).compression == compression.GZIP
     assert _read_with(KpMemoryRecords, v2) == [
         (i, 1000 + i, b"k%d" % i, b"v%d" % i, []) for i in range(4)
     ]
