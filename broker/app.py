@@ -12,6 +12,7 @@ from broker.apis import load_handlers
 from broker.config import BrokerConfig
 from broker.meta import DirLock, load_or_create_identity
 from broker.server import KafkaConnection, WarningLimiter
+from broker.topics.data import FetchWaiters, ProducerIds
 from broker.topics.manager import TopicManager
 from storage.config import LogConfig
 from storage.manager import LogManager
@@ -27,6 +28,8 @@ class Broker:
         self.cluster_id: str = ""
         self.topics = TopicManager(config, self.data_dir)
         self.logs: LogManager | None = None
+        self.fetch_waiters = FetchWaiters()
+        self.producer_ids = ProducerIds(self.data_dir)
         self._maintenance: list[asyncio.Task] = []
         self._passes: set[asyncio.Future] = set()
         self.connections: set[KafkaConnection] = set()
@@ -61,6 +64,7 @@ class Broker:
         try:
             self.cluster_id = load_or_create_identity(self.data_dir, self.node_id)
             self.topics.load()
+            self.producer_ids.load()
             self.logs = LogManager(str(self.data_dir), config_for=self.log_config,
                                    on_offline=self._log_dir_failed)
             self.topics.attach(self.logs)
@@ -183,6 +187,13 @@ class Broker:
         deleted = await loop.run_in_executor(None, self.logs.run_retention)
         if deleted:
             log.info("retention.segments_deleted", segments=deleted)
+        # Producers silent for producer.id.expiration.ms are forgotten (on the
+        # loop: appends change the same tables).
+        now = int(time.time() * 1000)
+        expiration = self.config["producer.id.expiration.ms"]
+        for plog in list(self.logs.logs.values()):
+            if len(plog.producers):
+                plog.producers.remove_expired(now, expiration)
 
     async def _cleaner_pass(self) -> None:
         await self.logs.run_cleaner_async()

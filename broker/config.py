@@ -304,6 +304,8 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("log.retention.check.interval.ms", LONG, 300_000, validator=_positive),
     ConfigDef("log.flush.offset.checkpoint.interval.ms", INT, 60_000, validator=_nonneg),
     ConfigDef("log.roll.hours", INT, 168, validator=_positive),
+    ConfigDef("fetch.max.bytes", INT, 57_671_680, validator=AtLeast(1024)),
+    ConfigDef("producer.id.expiration.ms", INT, 86_400_000, validator=_positive),
     ConfigDef("kcoord.fsync.policy", STRING, "never", choices=("never", "batch", "always"),
               doc="When appends are fsynced before they are acknowledged (kcoord property)."),
 ]

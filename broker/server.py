@@ -374,6 +374,11 @@ class KafkaConnection(asyncio.Protocol):
         self._idle_timer = asyncio.get_running_loop().call_later(remaining, self._check_idle)
 
     @property
+    def closing(self) -> bool:
+        """The connection is closed or closing: a parked request need not wait on."""
+        return self._closed
+
+    @property
     def idle(self) -> bool:
         return not self._busy and not self._queue
 

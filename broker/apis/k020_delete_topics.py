@@ -79,5 +79,9 @@ async def delete_topics(ctx, request):
         except TopicError as exc:
             answer(topic.name, topic.topic_id, exc.code, exc.message)
             continue
+        # Fetches parked on its partitions answer now (Kafka's DelayedFetch
+        # completes when a partition goes away).
+        for partition in range(topic.partitions):
+            broker.fetch_waiters.notify((topic.name, partition))
         answer(topic.name, topic.topic_id, ErrorCode.NONE)
     return {"throttle_time_ms": 0, "responses": responses}

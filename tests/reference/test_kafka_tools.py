@@ -75,7 +75,10 @@ def test_kafka_broker_api_versions(tools, make_broker):
     assert f"127.0.0.1:{node.port} (id: 1 rack: null" in out
     assert re.search(r"Metadata\(3\): 0 to 12 \[usable: 12\]", out)
     assert re.search(r"CreateTopics\(19\): 0 to 7 \[usable: 7\]", out)
-    assert re.search(r"Produce\(0\): UNSUPPORTED", out)
+    assert re.search(r"Produce\(0\): 0 to 11 \[usable: 11\]", out)
+    assert re.search(r"Fetch\(1\): 0 to 17 \[usable: 17\]", out)
+    assert re.search(r"OffsetForLeaderEpoch\(23\): 0 to 4 \[usable: 4\]", out)
+    assert re.search(r"JoinGroup\(11\): UNSUPPORTED", out)
 
 
 def test_dump_log_segments_reads_every_segment_kcoord_writes(tools, make_broker, tmp_path):

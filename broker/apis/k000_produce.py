@@ -1,0 +1,161 @@
+"""Produce (key 0), versions 0-11.
+
+- v0-2 carry legacy message sets (magic 0/1): each partition's set becomes one
+  v2 batch before the append, as Kafka 3.x's LogValidator converts it.
+- v3+: exactly one v2 batch per partition, else INVALID_RECORD; zstd needs v7
+  (UNSUPPORTED_COMPRESSION_TYPE below) (ProduceRequest.validateRecords).
+- acks must be -1, 0 or 1 (INVALID_REQUIRED_ACKS for every partition). With
+  acks=0 nothing is answered, and a failed partition closes the connection, as
+  Kafka does. acks=1 and -1 are the same on one node: the answer goes once the
+  append is durable under ``kcoord.fsync.policy``.
+- Produce never creates topics: UNKNOWN_TOPIC_OR_PARTITION. Internal topics
+  take writes only from ``__admin_client`` (INVALID_TOPIC_EXCEPTION).
+- Each batch passes ``storage.validator`` (CRC, sizes, offsets, timestamps,
+  keys of compacted topics) and the idempotent producer checks of
+  ``storage.producer_state``; a retried batch is answered with the offsets of
+  its first append.
+- Transactions are not served: a transactional batch gets
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED without a transactional id (Kafka's
+  answer) and INVALID_TXN_STATE with one.
+- v8+ answer per-record errors and an error message; on error Kafka answers
+  base offset -1, log append time -1 and log start offset -1.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from broker.apis import NO_RESPONSE, CloseConnection, api
+from broker.topics.data import LEADER_EPOCH, find_partition
+from protocol import compression
+from protocol.errors import ErrorCode
+from protocol.records import CorruptRecordError, batch_header, iter_entries, legacy_as_batch
+from storage.errors import StorageError
+
+log = structlog.get_logger("kcoord.produce")
+
+ADMIN_CLIENT_ID = "__admin_client"
+_TRANSACTIONAL = 0x10
+
+
+class _Refused(Exception):
+    def __init__(self, code: ErrorCode, message: str | None = None):
+        self.code = code
+        self.message = message
+
+
+def _answer(index: int, code: ErrorCode, message: str | None = None, record_errors=()):
+    return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
+            "log_start_offset": -1,
+            "record_errors": [{"batch_index": i, "batch_index_error_message": m}
+                              for i, m in record_errors],
+            "error_message": message}
+
+
+def _first_batch_transactional(records) -> bool:
+    try:
+        for pos, _size, magic in iter_entries(records, partial_ok=True):
+            return magic == 2 and bool(batch_header(records, pos).attributes & _TRANSACTIONAL)
+    except CorruptRecordError:
+        return False
+    return False
+
+
+def _batch_for_append(records, version: int) -> bytes:
+    """The bytes to append, after the version rules of ProduceRequest.validateRecords."""
+    if records is None or len(records) == 0:
+        raise _Refused(ErrorCode.INVALID_RECORD,
+                       f"Produce requests with version {version} must have at least one record "
+                       f"batch per partition")
+    try:
+        entries = list(iter_entries(records))
+    except CorruptRecordError as exc:
+        raise _Refused(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+    if version >= 3:
+        if entries[0][2] != 2:
+            raise _Refused(ErrorCode.INVALID_RECORD,
+                           f"Produce requests with version {version} are only allowed to contain "
+                           f"record batches with magic version 2")
+        if version < 7 and batch_header(records, 0).compression == compression.ZSTD:
+            raise _Refused(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                           f"Produce requests with version {version} are not allowed to use "
+                           f"ZStandard compression")
+        if len(entries) > 1:
+            raise _Refused(ErrorCode.INVALID_RECORD,
+                           f"Produce requests with version {version} are only allowed to contain "
+                           f"exactly one record batch per partition")
+        return records
+    if all(magic == 2 for _pos, _size, magic in entries):
+        return records
+    try:
+        return legacy_as_batch(records)
+    except CorruptRecordError as exc:
+        raise _Refused(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+
+
+async def _append(ctx, name: str, index: int, records, version: int) -> dict:
+    broker = ctx.broker
+    partition = find_partition(broker, name, index)
+    if partition is None:
+        return _answer(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                       "This server does not host this topic-partition.")
+    topic = broker.topics.get(name)
+    if topic.internal and ctx.client_id != ADMIN_CLIENT_ID:
+        return _answer(index, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                       f"Cannot append to internal topic {name}")
+    try:
+        data = _batch_for_append(records, version)
+    except _Refused as exc:
+        return _answer(index, exc.code, exc.message)
+    plog = partition.log
+    if plog is None:
+        plog = broker.logs.get_or_create(name, index, broker.log_config(name))
+    if batch_header(data, 0).producer_id >= 0 and not plog.producers_loaded:
+        await plog.load_producer_state()
+    try:
+        info = await plog.append_async(data, leader_epoch=LEADER_EPOCH)
+    except StorageError as exc:
+        return _answer(index, exc.code, str(exc), getattr(exc, "record_errors", ()))
+    if not info.duplicate:
+        broker.fetch_waiters.notify((name, index))
+    return {"index": index, "error_code": ErrorCode.NONE, "base_offset": info.first_offset,
+            "log_append_time_ms": info.log_append_time,
+            "log_start_offset": info.log_start_offset, "record_errors": [],
+            "error_message": None}
+
+
+@api(key=0, versions=(0, 11))
+async def produce(ctx, request):
+    version = ctx.api_version
+    acks = request.acks
+    refusal = None
+    if acks not in (-1, 0, 1):
+        refusal = (ErrorCode.INVALID_REQUIRED_ACKS, None)
+    elif any(_first_batch_transactional(p.records)
+             for t in request.topic_data for p in t.partition_data):
+        if request.transactional_id is None:
+            refusal = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
+        else:
+            log.warning("produce.transactional_refused", peer=ctx.peer,
+                        transactional_id=request.transactional_id,
+                        reason="transactions are not supported")
+            refusal = (ErrorCode.INVALID_TXN_STATE, "transactions are not supported")
+    responses = []
+    failed = False
+    for topic in request.topic_data:
+        answers = []
+        for part in topic.partition_data:
+            if refusal is not None:
+                answer = _answer(part.index, *refusal)
+            else:
+                answer = await _append(ctx, topic.name, part.index, part.records, version)
+            failed = failed or answer["error_code"] != ErrorCode.NONE
+            answers.append(answer)
+        responses.append({"name": topic.name, "partition_responses": answers})
+    if acks == 0:
+        if failed:
+            # Kafka closes the connection: the producer learns of the failure
+            # through its next metadata refresh.
+            raise CloseConnection
+        return NO_RESPONSE
+    return {"responses": responses, "throttle_time_ms": 0}

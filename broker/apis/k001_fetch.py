@@ -1,0 +1,222 @@
+"""Fetch (key 1), versions 0-17.
+
+- Data starts at the batch containing the fetch offset and is whole batches
+  only; the first batch of the first partition with data is returned even when
+  larger than the limits (v3+, KIP-74), later partitions stay within
+  ``partition_max_bytes`` and what is left of ``max_bytes`` (capped by the
+  broker's ``fetch.max.bytes``). v0-2 have hard limits: nothing larger is sent.
+- Records are never null. Errors carry high watermark, last stable offset and
+  log start offset -1 (ReplicaManager.createLogReadResult).
+- An offset outside [log start, log end]: OFFSET_OUT_OF_RANGE. A current leader
+  epoch other than 0 (v9+): FENCED_LEADER_EPOCH below, UNKNOWN_LEADER_EPOCH
+  above. Unknown topic: UNKNOWN_TOPIC_OR_PARTITION, or UNKNOWN_TOPIC_ID for a
+  topic id (v13+, where topics are named by id).
+- Long poll: with ``max_wait_ms`` > 0, fewer than ``min_bytes`` available and
+  no error, the request waits in the fetch purgatory
+  (``broker.topics.data.FetchWaiters``) until an append to one of its
+  partitions brings enough bytes, a partition goes away, or the wait ends;
+  then it reads again (Kafka's DelayedFetch).
+- read_committed: there are no transactions, so the last stable offset is the
+  high watermark and the aborted transaction list is empty (null for
+  read_uncommitted, as Kafka sends).
+- v0-3 get legacy messages (magic 0 for v0-1, magic 1 for v2-3), converted as
+  Kafka 3.x does; zstd batches need v10 (UNSUPPORTED_COMPRESSION_TYPE below).
+- Fetch sessions (v7+): no session is handed out (session id 0, what Kafka
+  answers when its session cache is full), so clients send full fetches; an
+  incremental fetch gets FETCH_SESSION_ID_NOT_FOUND, after which clients start
+  over with a full one (FetchSession.scala ``SessionErrorContext``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.apis import api
+from broker.topics.data import leader_epoch_error, find_partition
+from protocol import compression
+from protocol.errors import ErrorCode
+from protocol.records import batch_header, down_convert, iter_entries
+from protocol.wire import ZERO_UUID
+from storage.errors import OffsetOutOfRangeError, StorageError
+
+READ_COMMITTED = 1
+INVALID_SESSION_ID = 0
+FINAL_EPOCH = -1
+INITIAL_EPOCH = 0
+_CONVERT_IN_THREAD = 64 * 1024  # down-conversion of more than this runs off the loop
+
+
+class _Wanted:
+    __slots__ = ("name", "topic_id", "partition", "offset", "max_bytes", "epoch", "unknown_id")
+
+    def __init__(self, name, topic_id, part, unknown_id=False):
+        self.name = name
+        self.topic_id = topic_id
+        self.partition = part.partition
+        self.offset = part.fetch_offset
+        self.max_bytes = part.partition_max_bytes
+        self.epoch = part.current_leader_epoch
+        self.unknown_id = unknown_id
+
+
+def _error(index: int, code: ErrorCode) -> dict:
+    return {"partition_index": index, "error_code": code, "high_watermark": -1,
+            "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+            "preferred_read_replica": -1, "records": b""}
+
+
+def _has_zstd(data) -> bool:
+    return any(magic == 2 and batch_header(data, pos).compression == compression.ZSTD
+               for pos, _size, magic in iter_entries(data, partial_ok=True))
+
+
+class _Reader:
+    """One pass over the request's partitions, in request order."""
+
+    def __init__(self, ctx, request, wanted: list[_Wanted]):
+        self.ctx = ctx
+        self.version = ctx.api_version
+        self.committed = request.isolation_level == READ_COMMITTED
+        self.wanted = wanted
+        limit = request.max_bytes if self.version >= 3 else 2**31 - 1
+        self.max_bytes = max(min(limit, ctx.broker.config["fetch.max.bytes"]), 0)
+
+    def read(self):
+        """(answers per wanted partition, bytes read, whether any partition failed)."""
+        remaining = self.max_bytes
+        first_data_seen = False
+        answers, total, failed = [], 0, False
+        for want in self.wanted:
+            answer = self._read_one(want, remaining, not first_data_seen)
+            data = answer["records"]
+            if data:
+                first_data_seen = True
+                remaining = max(remaining - len(data), 0)
+                total += len(data)
+            failed = failed or answer["error_code"] != ErrorCode.NONE
+            answers.append(answer)
+        return answers, total, failed
+
+    def _read_one(self, want: _Wanted, remaining: int, may_exceed: bool) -> dict:
+        if want.unknown_id:
+            return _error(want.partition, ErrorCode.UNKNOWN_TOPIC_ID)
+        view = find_partition(self.ctx.broker, want.name, want.partition)
+        if view is None:
+            return _error(want.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        fenced = leader_epoch_error(want.epoch)
+        if fenced:
+            return _error(want.partition, fenced)
+        upper = view.last_stable_offset if self.committed else view.high_watermark
+        version = self.version
+        limit = min(want.max_bytes, remaining) if version >= 3 else want.max_bytes
+        try:
+            if view.log is None:
+                if want.offset != 0:
+                    raise OffsetOutOfRangeError(f"offset {want.offset} outside [0, 0]")
+                data = b""
+            else:
+                data = view.log.read(want.offset, max(limit, 0), max_offset=upper,
+                                     min_one_batch=version >= 3 and may_exceed)
+        except OffsetOutOfRangeError:
+            return _error(want.partition, ErrorCode.OFFSET_OUT_OF_RANGE)
+        except StorageError as exc:
+            return _error(want.partition, exc.code)
+        if data and version < 10 and _has_zstd(data):
+            return _error(want.partition, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+        return {"partition_index": want.partition, "error_code": ErrorCode.NONE,
+                "high_watermark": view.high_watermark,
+                "last_stable_offset": view.last_stable_offset,
+                "log_start_offset": view.log_start_offset,
+                "aborted_transactions": [] if self.committed else None,
+                "preferred_read_replica": -1, "records": data}
+
+
+def _wanted(ctx, request) -> list[_Wanted]:
+    topics = ctx.broker.topics
+    wanted = []
+    for topic in request.topics:
+        if ctx.api_version >= 13:
+            found = topics.by_id(topic.topic_id)
+            name = found.name if found is not None else None
+            for part in topic.partitions:
+                wanted.append(_Wanted(name, topic.topic_id, part, unknown_id=found is None))
+        else:
+            for part in topic.partitions:
+                wanted.append(_Wanted(topic.topic, ZERO_UUID, part))
+    return wanted
+
+
+def _group(wanted: list[_Wanted], answers: list[dict], by_id: bool) -> list[dict]:
+    """Consecutive partitions of one topic share a topic entry (FetchResponse.toMessage)."""
+    out: list[dict] = []
+    last = None
+    for want, answer in zip(wanted, answers):
+        key = want.topic_id if by_id else want.name
+        if out and key == last:
+            out[-1]["partitions"].append(answer)
+        else:
+            entry = {"topic_id": want.topic_id, "partitions": [answer]}
+            if not by_id:
+                entry["topic"] = want.name
+            out.append(entry)
+            last = key
+    return out
+
+
+async def _down_convert(answers: list[dict], magic: int) -> None:
+    loop = asyncio.get_running_loop()
+    for answer in answers:
+        data = answer["records"]
+        if not data:
+            continue
+        if len(data) > _CONVERT_IN_THREAD:
+            answer["records"] = await loop.run_in_executor(None, down_convert, data, magic)
+        else:
+            answer["records"] = down_convert(data, magic)
+
+
+@api(key=1, versions=(0, 17))
+async def fetch(ctx, request):
+    version = ctx.api_version
+    if version >= 7:
+        session_id, epoch = request.session_id, request.session_epoch
+        if epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
+            # No session was handed out, so none can be continued.
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                    "session_id": INVALID_SESSION_ID, "responses": []}
+    wanted = _wanted(ctx, request)
+    reader = _Reader(ctx, request, wanted)
+    answers, available, failed = reader.read()
+    wait_ms = request.max_wait_ms
+    min_bytes = min(request.min_bytes, reader.max_bytes)
+    if wait_ms > 0 and wanted and available < min_bytes and not failed:
+        answers = await _park(ctx, reader, wait_ms, min_bytes) or answers
+    if version < 4:
+        await _down_convert(answers, 0 if version <= 1 else 1)
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
+            "session_id": INVALID_SESSION_ID,
+            "responses": _group(wanted, answers, by_id=version >= 13)}
+
+
+async def _park(ctx, reader: _Reader, wait_ms: int, min_bytes: int):
+    """Wait for appends until ``min_bytes`` are there or the time is up; the answers
+    of the last read, or None if nothing was appended meanwhile."""
+    loop = asyncio.get_running_loop()
+    waiters = ctx.broker.fetch_waiters
+    partitions = {(w.name, w.partition) for w in reader.wanted if w.name is not None}
+    deadline = loop.time() + wait_ms / 1000
+    answers = None
+    while True:
+        left = deadline - loop.time()
+        if left <= 0 or ctx.connection.closing:
+            return answers
+        wake = waiters.watch(partitions)
+        try:
+            await asyncio.wait_for(wake, left)
+        except asyncio.TimeoutError:
+            return answers
+        finally:
+            waiters.unwatch(partitions, wake)
+        answers, available, failed = reader.read()
+        if available >= min_bytes or failed:
+            return answers

@@ -1,0 +1,38 @@
+"""The README's client examples run as written (against a broker on a free port):
+each client's admin example creates ``orders``, then its produce-and-consume
+example prints back what it produced."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.support import REPO
+
+BLOCKS = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka"]
+
+
+def _run(source: str, bootstrap: str) -> str:
+    source = source.replace("127.0.0.1:9092", bootstrap)
+    done = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_the_readme_has_an_admin_and_a_produce_consume_example_per_client():
+    assert len(BLOCKS) == 2 * len(CLIENTS)
+
+
+@pytest.mark.parametrize("index", range(len(CLIENTS)), ids=CLIENTS)
+def test_readme_example(make_broker, index):
+    node = make_broker()
+    admin, produce_consume = BLOCKS[index], BLOCKS[len(CLIENTS) + index]
+    assert "orders" in _run(admin, node.bootstrap)
+    out = _run(produce_consume, node.bootstrap)
+    produced = re.search(r'b"(\d+ \w+)"', produce_consume).group(1)
+    assert f"b'{produced}'" in out, out
