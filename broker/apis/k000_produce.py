@@ -116,8 +116,7 @@ async def _append(ctx, name: str, index: int, records, version: int) -> dict:
         info = await plog.append_async(data, leader_epoch=LEADER_EPOCH)
     except StorageError as exc:
         return _answer(index, exc.code, str(exc), getattr(exc, "record_errors", ()))
-    if not info.duplicate:
-        broker.fetch_waiters.notify((name, index))
+    broker.fetch_waiters.notify((name, index))
     return {"index": index, "error_code": ErrorCode.NONE, "base_offset": info.first_offset,
             "log_append_time_ms": info.log_append_time,
             "log_start_offset": info.log_start_offset, "record_errors": [],

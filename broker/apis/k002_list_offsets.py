@@ -98,7 +98,7 @@ def _lookup(broker, request, version: int, name: str, part) -> dict:
             timestamp, offset = (hit.timestamp, hit.offset) if hit is not None else (-1, -1)
     except StorageError as exc:
         return _error(index, exc.code)
-    if offset < 0 or offset >= view.high_watermark:
+    if offset < 0:
         return _found(index, -1, -1, NO_EPOCH, version)
     return _found(index, timestamp, offset, LEADER_EPOCH, version)
 

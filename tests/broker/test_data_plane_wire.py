@@ -250,10 +250,13 @@ def test_a_parked_fetch_is_woken_by_an_append(broker, wire):
     _create(wire, "dp-wait")
     results = {}
 
+    wake = _batch(b"wake")
+
     def waiter():
         with WireClient.to(broker.bootstrap) as client:
             began = time.monotonic()
-            answer = _fetch(client, "dp-wait", 0, max_wait_ms=20_000)
+            # Exactly the size of the batch to come: that batch is enough.
+            answer = _fetch(client, "dp-wait", 0, max_wait_ms=20_000, min_bytes=len(wake))
             results["waited"] = time.monotonic() - began
             results["answer"] = answer
 
@@ -261,7 +264,7 @@ def test_a_parked_fetch_is_woken_by_an_append(broker, wire):
     thread.start()
     time.sleep(0.3)  # the fetch is parked by now (nothing to read)
     assert "answer" not in results
-    _produce(wire, "dp-wait", _batch(b"wake"))
+    _produce(wire, "dp-wait", wake)
     thread.join(20)
     (part,) = results["answer"]["responses"][0]["partitions"]
     assert _values(part["records"]) == [(0, b"wake")]
@@ -323,7 +326,9 @@ def test_a_deleted_topic_wakes_its_parked_fetches(broker, wire):
 
     def waiter():
         with WireClient.to(broker.bootstrap) as client:
+            began = time.monotonic()
             results["answer"] = _fetch(client, "dp-gone", 0, max_wait_ms=20_000)
+            results["waited"] = time.monotonic() - began
 
     thread = threading.Thread(target=waiter)
     thread.start()
@@ -332,6 +337,7 @@ def test_a_deleted_topic_wakes_its_parked_fetches(broker, wire):
     thread.join(20)
     (part,) = results["answer"]["responses"][0]["partitions"]
     assert part["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
+    assert results["waited"] < 15  # answered at the deletion, not at the end of the wait
 
 
 def test_a_retry_after_a_restart_is_still_recognised(make_broker, tmp_path):

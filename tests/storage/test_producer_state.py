@@ -70,3 +70,69 @@ def test_retention_and_expiry_forget_producers():
     append(state, 0)
     assert state.remove_expired(now_ms=100 + 999, expiration_ms=1000) == 0
     assert state.remove_expired(now_ms=100 + 1000, expiration_ms=1000) == 1
+
+
+# --- in a PartitionLog: rebuilt from the log after a reopen ------------------------------
+
+from storage.log import PartitionLog  # noqa: E402
+
+
+def _idempotent(seq, pid=9, value=b"v"):
+    return build_batch([Record(None, 100, b"k", value)], producer_id=pid, producer_epoch=0,
+                       base_sequence=seq)
+
+
+def test_a_reopened_log_recognises_a_retry_without_an_explicit_load(tmp_path):
+    plog = PartitionLog(str(tmp_path / "t-0"))
+    plog.append(_idempotent(0))
+    plog.append(_idempotent(1))
+    plog.close()
+    plog = PartitionLog(str(tmp_path / "t-0"), clean_shutdown=True)
+    assert not plog.producers_loaded
+    retry = plog.append(_idempotent(1))
+    assert retry.duplicate and retry.first_offset == 1 and plog.log_end_offset == 2
+    with pytest.raises(OutOfOrderSequenceError):
+        plog.append(_idempotent(5))
+    plog.close()
+
+
+def test_the_background_load_sees_batches_appended_while_it_scans(tmp_path):
+    plog = PartitionLog(str(tmp_path / "t-0"))
+    plog.append(_idempotent(0))
+    plog.close()
+    plog = PartitionLog(str(tmp_path / "t-0"), clean_shutdown=True)
+    segment = plog.segments[-1]
+    real_headers = segment.headers
+    appended = []
+
+    def headers_while_appending(*args, **kwargs):
+        if not appended:
+            # Another writer appends while the scan runs (the lock is not held).
+            appended.append(_append_during_scan(plog))
+        return real_headers(*args, **kwargs)
+
+    segment.headers = headers_while_appending
+    plog._scan_producers()
+    assert plog.producers_loaded
+    retry = plog.append(_idempotent(1))
+    assert retry.duplicate and retry.first_offset == 1
+    plog.close()
+
+
+def _append_during_scan(plog):
+    # A plain append would load the state itself; write the batch as the
+    # coordinator path does, keeping the scan the one that loads.
+    plog.producers_loaded = True
+    info = plog.append(_idempotent(1))
+    plog.producers_loaded = False
+    return info
+
+
+def test_retention_forgets_producers_whose_batches_are_gone(tmp_path):
+    from storage.config import LogConfig
+    plog = PartitionLog(str(tmp_path / "t-0"), LogConfig(retention_ms=1000))
+    plog.append(_idempotent(0), now_ms=100)
+    assert len(plog.producers) == 1
+    assert plog.delete_old_segments(now_ms=100_000) == 1
+    assert len(plog.producers) == 0
+    plog.close()
