@@ -17,7 +17,8 @@
 - Transactions are not served: a transactional batch gets
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED without a transactional id (Kafka's
   answer) and INVALID_TXN_STATE with one.
-- v8+ answer per-record errors and an error message; on error Kafka answers
+- v8+ answer per-record errors with their error message (no message for
+  other errors, as Kafka); on error Kafka answers
   base offset -1, log append time -1 and log start offset -1.
 """
 
@@ -45,6 +46,10 @@ class _Refused(Exception):
 
 
 def _answer(index: int, code: ErrorCode, message: str | None = None, record_errors=()):
+    # Kafka sends an error message only with per-record errors (its
+    # RecordValidationException, ReplicaManager's hasCustomErrorMessage).
+    if not record_errors and code != ErrorCode.INVALID_TXN_STATE:
+        message = None
     return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
             "log_start_offset": -1,
             "record_errors": [{"batch_index": i, "batch_index_error_message": m}

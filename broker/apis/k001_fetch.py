@@ -8,8 +8,7 @@
 - Records are never null. Errors carry high watermark, last stable offset and
   log start offset -1 (ReplicaManager.createLogReadResult).
 - An offset outside [log start, log end]: OFFSET_OUT_OF_RANGE. A current leader
-  epoch other than 0 (v9+): FENCED_LEADER_EPOCH below, UNKNOWN_LEADER_EPOCH
-  above. Unknown topic: UNKNOWN_TOPIC_OR_PARTITION, or UNKNOWN_TOPIC_ID for a
+  epoch above 0 (v9+): UNKNOWN_LEADER_EPOCH; any negative one means none given. Unknown topic: UNKNOWN_TOPIC_OR_PARTITION, or UNKNOWN_TOPIC_ID for a
   topic id (v13+, where topics are named by id).
 - Long poll: with ``max_wait_ms`` > 0, fewer than ``min_bytes`` available and
   no error, the request waits in the fetch purgatory
@@ -59,9 +58,12 @@ class _Wanted:
         self.unknown_id = unknown_id
 
 
-def _error(index: int, code: ErrorCode) -> dict:
+def _error(index: int, code: ErrorCode, unknown: bool = False) -> dict:
+    # A partition Kafka refuses before reading (unknown topic or id) carries an
+    # empty aborted-transaction list; one refused by the read carries null.
     return {"partition_index": index, "error_code": code, "high_watermark": -1,
-            "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+            "last_stable_offset": -1, "log_start_offset": -1,
+            "aborted_transactions": [] if unknown else None,
             "preferred_read_replica": -1, "records": b""}
 
 
@@ -99,11 +101,11 @@ class _Reader:
 
     def _read_one(self, want: _Wanted, remaining: int, may_exceed: bool) -> dict:
         if want.unknown_id:
-            return _error(want.partition, ErrorCode.UNKNOWN_TOPIC_ID)
+            return _error(want.partition, ErrorCode.UNKNOWN_TOPIC_ID, unknown=True)
         view = find_partition(self.ctx.broker, want.name, want.partition)
         if view is None:
-            return _error(want.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        fenced = leader_epoch_error(want.epoch)
+            return _error(want.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, unknown=True)
+        fenced = leader_epoch_error(want.epoch, negative_skips=True)
         if fenced:
             return _error(want.partition, fenced)
         upper = view.last_stable_offset if self.committed else view.high_watermark

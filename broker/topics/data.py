@@ -33,9 +33,13 @@ PRODUCER_ID_BLOCK = 1_000
 PRODUCER_IDS_FILE = "kcoord-producer-ids"
 
 
-def leader_epoch_error(requested: int) -> ErrorCode:
-    """Kafka's fencing rule: -1 skips the check; older is FENCED, newer UNKNOWN."""
-    if requested == NO_EPOCH or requested == LEADER_EPOCH:
+def leader_epoch_error(requested: int, *, negative_skips: bool = False) -> ErrorCode:
+    """Kafka's fencing rule: -1 skips the check; older is FENCED, newer UNKNOWN.
+
+    Fetch reads any negative epoch as "none given" (FetchRequest.optionalEpoch);
+    ListOffsets and OffsetForLeaderEpoch only -1.
+    """
+    if requested == NO_EPOCH or requested == LEADER_EPOCH or (negative_skips and requested < 0):
         return ErrorCode.NONE
     if requested < LEADER_EPOCH:
         return ErrorCode.FENCED_LEADER_EPOCH

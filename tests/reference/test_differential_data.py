@@ -1,0 +1,117 @@
+"""Produce, Fetch, ListOffsets, InitProducerId and OffsetForLeaderEpoch: kcoord and
+Apache Kafka 3.9 get the same requests (the same batch bytes included) and must
+answer the same, stored batches byte for byte, error cases included."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from protocol import compression
+from protocol.records import Record, build_batch
+from tests.reference.differential import Differential
+
+_names = itertools.count()
+TS = 1_700_000_000_000
+
+
+@pytest.fixture
+def diff(reference_pair):
+    kcoord, ref = reference_pair("legacy")
+    return Differential(kcoord.bootstrap, ref.bootstrap, f"Kafka {ref.version}")
+
+
+def _topic(d: Differential, partitions=1) -> str:
+    name = f"dd-{next(_names)}"
+    d.create_topics(name, partitions=partitions)
+    return name
+
+
+def _batch(*values, **kw):
+    return build_batch([Record(None, TS + i, b"k%d" % i, v) for i, v in enumerate(values)], **kw)
+
+
+def _produce_body(topic, records, acks=-1, partition=0):
+    return {"transactional_id": None, "acks": acks, "timeout_ms": 10000,
+            "topic_data": [{"name": topic, "partition_data": [
+                {"index": partition, "records": records}]}]}
+
+
+def _fetch_body(topic, offset, partition=0, **extra):
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": extra.pop("isolation_level", 0),
+            "topics": [{"topic": topic, "partitions": [
+                {"partition": partition, "fetch_offset": offset, "partition_max_bytes": 1 << 20,
+                 "current_leader_epoch": extra.pop("current_leader_epoch", -1)}]}]}
+    body.update(extra)
+    return body
+
+
+@pytest.mark.parametrize("version", [3, 7, 8, 9, 11])
+def test_produce_and_fetch_the_same_bytes(diff, version):
+    topic = _topic(diff)
+    for codec in (compression.NONE, compression.GZIP, compression.LZ4):
+        diff.same(0, version, _produce_body(topic, _batch(b"a", b"bb", compression_type=codec)))
+    for fetch_version in (4, 11, 12):
+        for offset in (0, 3, 6):
+            diff.same(1, fetch_version, _fetch_body(topic, offset))
+    diff.same(1, 12, _fetch_body(topic, 0, isolation_level=1))
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_produce_refusals(diff, version):
+    topic = _topic(diff)
+    corrupt = bytearray(_batch(b"x"))
+    corrupt[-1] ^= 0xFF
+    for records in (bytes(corrupt), _batch(b"x") + _batch(b"y")):
+        diff.same(0, version, _produce_body(topic, records))
+    diff.same(0, version, _produce_body("dd-missing", _batch(b"x")))
+    diff.same(0, version, _produce_body(topic, _batch(b"x"), partition=5))
+    diff.same(0, version, _produce_body(topic, _batch(b"x"), acks=2))
+    diff.same(0, version, _produce_body("__consumer_offsets", _batch(b"x")))
+    diff.same(0, 6, _produce_body(topic, _batch(b"z", compression_type=compression.ZSTD)))
+    # Nothing of it was appended.
+    diff.same(1, 11, _fetch_body(topic, 0))
+
+
+def test_fetch_errors(diff):
+    topic = _topic(diff)
+    diff.same(0, 9, _produce_body(topic, _batch(b"a")))
+    for offset in (-1, 1, 2):
+        diff.same(1, 12, _fetch_body(topic, offset))
+    for epoch in (0, 1, -2):
+        diff.same(1, 12, _fetch_body(topic, 0, current_leader_epoch=epoch))
+    diff.same(1, 12, _fetch_body("dd-missing", 0))
+
+
+def test_list_offsets(diff):
+    topic = _topic(diff)
+    for ts in (1000, 3000, 2000):
+        diff.same(0, 9, _produce_body(topic, build_batch([Record(None, ts, b"k", b"v")])))
+    for version in (1, 2, 4, 7, 9):
+        for timestamp in (-1, -2, -3, 0, 1500, 2500, 3001):
+            if timestamp == -3 and version < 7:
+                continue
+            diff.same(2, version, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "timestamp": timestamp,
+                                                "current_leader_epoch": -1}]}]})
+    for epoch in (-2, 0, 1):
+        diff.same(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1,
+                                            "current_leader_epoch": epoch}]}]})
+
+
+def test_offset_for_leader_epoch(diff):
+    topic = _topic(diff)
+    diff.same(0, 9, _produce_body(topic, _batch(b"a", b"b")))
+    for version in (2, 3, 4):
+        for epoch, current in ((0, -1), (1, -1), (0, 0), (0, 3)):
+            diff.same(23, version, {"replica_id": -1, "topics": [{"topic": topic, "partitions": [
+                {"partition": 0, "current_leader_epoch": current, "leader_epoch": epoch}]}]})
+
+
+def test_init_producer_id_refusals(diff):
+    diff.same(22, 4, {"transactional_id": None, "transaction_timeout_ms": 1000,
+                      "producer_id": 5, "producer_epoch": -1})
+    diff.same(22, 4, {"transactional_id": "", "transaction_timeout_ms": 1000})
