@@ -16,8 +16,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("aiokafka.protocol.api")
-
 from aiokafka.protocol.api import RequestStruct, Response  # noqa: E402
 from aiokafka.protocol.types import Array, Schema  # noqa: E402
 

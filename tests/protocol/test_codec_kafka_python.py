@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-kafka_protocol = pytest.importorskip("kafka.protocol.api_message")
+import kafka.protocol.api_message as kafka_protocol
 
 import kafka.protocol.admin  # noqa: E402,F401  (registers the message classes)
 import kafka.protocol.consumer  # noqa: E402,F401
