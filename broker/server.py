@@ -112,6 +112,7 @@ class KafkaConnection(asyncio.Protocol):
         self._idle_timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task | None = None
         self._pass_scheduled = False
+        self._gone: asyncio.Future | None = None  # see ``gone``
         self.max_frame = broker.config["socket.request.max.bytes"]
 
     # -- transport callbacks ----------------------------------------------------
@@ -135,6 +136,7 @@ class KafkaConnection(asyncio.Protocol):
         if self._idle_timer is not None:
             self._idle_timer.cancel()
         self._queue.clear()
+        self._went_away()
 
     def pause_writing(self):
         self._write_paused = True
@@ -171,6 +173,7 @@ class KafkaConnection(asyncio.Protocol):
     def eof_received(self):
         # The client half-closed: answer what is queued, then close.
         self._eof = True
+        self._went_away()
         if self.idle:
             self.close()
         return True
@@ -373,10 +376,18 @@ class KafkaConnection(asyncio.Protocol):
         remaining = max(idle_ms / 1000 - idle_for, 0.05)
         self._idle_timer = asyncio.get_running_loop().call_later(remaining, self._check_idle)
 
-    @property
-    def closing(self) -> bool:
-        """The connection is closed or closing: a parked request need not wait on."""
-        return self._closed
+    def gone(self) -> asyncio.Future:
+        """Done once the client closed or half-closed the connection: a parked
+        request (a long-polling Fetch) answers then instead of waiting on."""
+        if self._gone is None:
+            self._gone = asyncio.get_running_loop().create_future()
+            if self._closed or self._eof:
+                self._gone.set_result(None)
+        return self._gone
+
+    def _went_away(self) -> None:
+        if self._gone is not None and not self._gone.done():
+            self._gone.set_result(None)
 
     @property
     def idle(self) -> bool:

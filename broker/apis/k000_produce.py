@@ -3,7 +3,9 @@
 - v0-2 carry legacy message sets (magic 0/1): each partition's set becomes one
   v2 batch before the append, as Kafka 3.x's LogValidator converts it.
 - v3+: exactly one v2 batch per partition, else INVALID_RECORD; zstd needs v7
-  (UNSUPPORTED_COMPRESSION_TYPE below) (ProduceRequest.validateRecords).
+  (UNSUPPORTED_COMPRESSION_TYPE below) (ProduceRequest.validateRecords). An
+  empty set in v0-2 appends nothing and succeeds with base offset -1, as in
+  Kafka. Null records get INVALID_RECORD (Kafka 3.9 never answers them).
 - acks must be -1, 0 or 1 (INVALID_REQUIRED_ACKS for every partition). With
   acks=0 nothing is answered, and a failed partition closes the connection, as
   Kafka does. acks=1 and -1 are the same on one node: the answer goes once the
@@ -58,6 +60,8 @@ def _answer(index: int, code: ErrorCode, message: str | None = None, record_erro
 
 
 def _first_batch_transactional(records) -> bool:
+    if not records:
+        return False
     try:
         for pos, _size, magic in iter_entries(records, partial_ok=True):
             return magic == 2 and bool(batch_header(records, pos).attributes & _TRANSACTIONAL)
@@ -66,8 +70,11 @@ def _first_batch_transactional(records) -> bool:
     return False
 
 
-def _batch_for_append(records, version: int) -> bytes:
-    """The bytes to append, after the version rules of ProduceRequest.validateRecords."""
+def _batch_for_append(records, version: int) -> bytes | None:
+    """The bytes to append, after the version rules of ProduceRequest.validateRecords;
+    None for the empty message set v0-2 may send, which appends nothing."""
+    if records is not None and len(records) == 0 and version < 3:
+        return None
     if records is None or len(records) == 0:
         raise _Refused(ErrorCode.INVALID_RECORD,
                        f"Produce requests with version {version} must have at least one record "
@@ -112,6 +119,8 @@ async def _append(ctx, name: str, index: int, records, version: int) -> dict:
         data = _batch_for_append(records, version)
     except _Refused as exc:
         return _answer(index, exc.code, exc.message)
+    if data is None:
+        return _answer(index, ErrorCode.NONE)  # nothing appended, no offset to tell
     plog = partition.log
     if plog is None:
         plog = broker.logs.get_or_create(name, index, broker.log_config(name))

@@ -14,7 +14,8 @@
   no error, the request waits in the fetch purgatory
   (``broker.topics.data.FetchWaiters``) until an append to one of its
   partitions brings enough bytes, a partition goes away, or the wait ends;
-  then it reads again (Kafka's DelayedFetch).
+  then it reads again (Kafka's DelayedFetch). A client that closes or
+  half-closes its connection ends the wait.
 - read_committed: there are no transactions, so the last stable offset is the
   high watermark and the aborted transaction list is empty (null for
   read_uncommitted, as Kafka sends).
@@ -207,18 +208,19 @@ async def _park(ctx, reader: _Reader, wait_ms: int, min_bytes: int):
     waiters = ctx.broker.fetch_waiters
     partitions = {(w.name, w.partition) for w in reader.wanted if w.name is not None}
     deadline = loop.time() + wait_ms / 1000
+    gone = ctx.connection.gone()
     answers = None
     while True:
         left = deadline - loop.time()
-        if left <= 0 or ctx.connection.closing:
+        if left <= 0 or gone.done():
             return answers
         wake = waiters.watch(partitions)
         try:
-            await asyncio.wait_for(wake, left)
-        except asyncio.TimeoutError:
-            return answers
+            await asyncio.wait((wake, gone), timeout=left, return_when=asyncio.FIRST_COMPLETED)
         finally:
             waiters.unwatch(partitions, wake)
+        if not wake.done():
+            return answers  # the time is up, or the client went away
         answers, available, failed = reader.read()
         if available >= min_bytes or failed:
             return answers

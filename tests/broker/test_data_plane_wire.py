@@ -3,6 +3,7 @@ wire: the answers and error codes a client sees, request by request."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 import uuid
@@ -102,6 +103,9 @@ def test_produce_refusals(wire):
     assert _produce(wire, "dp-refuse", zstd, version=6)["error_code"] == \
         E.UNSUPPORTED_COMPRESSION_TYPE
     assert _produce(wire, "dp-refuse", b"")["error_code"] == E.INVALID_RECORD
+    assert _produce(wire, "dp-refuse", None)["error_code"] == E.INVALID_RECORD
+    empty_v2 = _produce(wire, "dp-refuse", b"", version=2)
+    assert (empty_v2["error_code"], empty_v2["base_offset"]) == (0, -1)
     txn = _batch(b"t", producer_id=5, producer_epoch=0, base_sequence=0, transactional=True)
     assert _produce(wire, "dp-refuse", txn)["error_code"] == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     # Nothing of the above was appended.
@@ -364,3 +368,22 @@ def test_a_retry_after_a_restart_is_still_recognised(make_broker, tmp_path):
         assert (nxt["error_code"], nxt["base_offset"]) == (0, 6)
         (part,) = _fetch(client, "dp-idem-restart", 0)["responses"][0]["partitions"]
         assert part["high_watermark"] == 7
+
+
+def test_a_client_that_half_closes_ends_its_parked_fetch(broker, wire):
+    """Kafka drops a connection whose client closed its side; kcoord answers the
+    parked Fetch at once and closes, instead of holding it for max_wait_ms."""
+    from protocol.messages.fetch import FETCH
+    _create(wire, "dp-half-closed")
+    with WireClient.to(broker.bootstrap) as client:
+        client.send_raw(frame_request(FETCH, 11, 1, "x", {
+            "max_wait_ms": 600_000, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [
+                {"topic": "dp-half-closed", "partitions": [
+                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]}))
+        time.sleep(0.2)
+        client.sock.shutdown(socket.SHUT_WR)
+        client.sock.settimeout(20)
+        client.correlation_id = 1
+        answer = client.decode_response(FETCH, 11, client.recv_frame())
+        assert answer["responses"][0]["partitions"][0]["records"] == b""
+        assert client.sock.recv(1) == b""  # then closed

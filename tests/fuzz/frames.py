@@ -15,7 +15,9 @@ import uuid
 from pathlib import Path
 
 from broker.apis import load_handlers
+from protocol import compression
 from protocol.headers import frame_request
+from protocol.records import Record, build_batch, build_legacy
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 
@@ -33,13 +35,48 @@ _RICH = {
     18: {"client_software_name": "fuzz", "client_software_version": "1.0"},
 }
 
+_RECORDS = [Record(None, 1_700_000_000_000 + i, b"k%d" % i, b"v" * i, [("h", b"x")])
+            for i in range(3)]
+
+
+def _produce(records: bytes, acks: int = -1) -> dict:
+    return {"transactional_id": None, "acks": acks, "timeout_ms": 1000, "topic_data": [
+        {"name": "fuzz-a", "partition_data": [{"index": 0, "records": records}]}]}
+
+
+_FETCH_PARTITION = {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 16,
+                    "current_leader_epoch": -1, "log_start_offset": -1}
+
+# Data-plane requests: batches in every shape the broker converts or checks,
+# with an idempotent producer id, legacy message sets, and fetches, offset
+# lookups and epoch queries naming the fuzzed topic.
+_DATA = {
+    0: [_produce(build_batch(_RECORDS)),
+        _produce(build_batch(_RECORDS, compression_type=compression.GZIP, producer_id=1,
+                             producer_epoch=0, base_sequence=0)),
+        _produce(build_legacy(_RECORDS, magic=1, compression_type=compression.SNAPPY)),
+        _produce(build_legacy(_RECORDS, magic=0), acks=0)],
+    1: [{"max_wait_ms": 5, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 1,
+         "session_id": 0, "session_epoch": -1,
+         "topics": [{"topic": "fuzz-a", "topic_id": uuid.UUID(int=0),
+                     "partitions": [_FETCH_PARTITION]}],
+         "forgotten_topics_data": [{"topic": "fuzz-b", "topic_id": uuid.UUID(int=0),
+                                    "partitions": [0]}]}],
+    2: [{"replica_id": -1, "isolation_level": 0, "topics": [{"name": "fuzz-a", "partitions": [
+        {"partition_index": 0, "timestamp": t, "current_leader_epoch": -1}
+        for t in (-1, -2, -3, 1_700_000_000_001)]}]}],
+    22: [{"transactional_id": None, "transaction_timeout_ms": 1000}],
+    23: [{"replica_id": -1, "topics": [{"topic": "fuzz-a", "partitions": [
+        {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]}],
+}
+
 
 def seeds() -> list[tuple[int, int, bytes]]:
     """(api key, version, frame) for every served API and version."""
     out = []
     for key, reg in sorted(load_handlers().items()):
         for version in range(reg.min_version, reg.max_version + 1):
-            for body in ({}, _RICH.get(key)):
+            for body in ({}, _RICH.get(key), *_DATA.get(key, ())):
                 if body is None:
                     continue
                 try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import struct
 
-
 from protocol.headers import (
     request_header_codec,
     request_header_version,
