@@ -170,6 +170,21 @@ def validate_and_assign(buf: bytearray, *, tp: str, config: LogConfig, next_offs
     return ValidatedAppend(out, first_offset, offset - 1, max_ts, offset_of_max, append_time)
 
 
+def rebase(checked: ValidatedAppend, shift: int) -> ValidatedAppend:
+    """The same append moved ``shift`` offsets on: validated off the event loop
+    against a log end offset that appends have since moved.  Records hold
+    offset deltas and the CRC does not cover the base offset, so only the base
+    offsets change."""
+    if shift == 0:
+        return checked
+    buf = checked.records
+    for pos, _size, _magic in iter_entries(buf):
+        set_base_offset(buf, pos, batch_header(buf, pos).base_offset + shift)
+    return ValidatedAppend(buf, checked.first_offset + shift, checked.last_offset + shift,
+                           checked.max_timestamp, checked.offset_of_max_timestamp + shift,
+                           checked.log_append_time)
+
+
 def _keep_offsets(buf, entries, next_offset, leader_epoch) -> ValidatedAppend:
     first = None
     max_ts, offset_of_max = NO_TIMESTAMP, next_offset
