@@ -7,6 +7,7 @@ Each tool is run the way its script runs it (``kafka-topics.sh`` is
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -100,3 +101,44 @@ def test_dump_log_segments_reads_every_segment_kcoord_writes(tools, make_broker,
     offsets = [int(m) for m in re.findall(r"\| offset: (\d+)", out)]
     assert offsets == list(range(160))
     assert len(re.findall(r"Dumping .*\.index", out)) == len(segments)
+
+
+def test_console_producer_console_consumer_and_verifiable_producer(tools, make_broker):
+    """The Java client as Kafka's own tools drive it: an idempotent producer by
+    default, a consumer that assigns its partition and reads from the start."""
+    node = make_broker()
+    server = ("--bootstrap-server", node.bootstrap)
+    done = kafka.run_tool("org.apache.kafka.tools.ConsoleProducer", *server, "--topic", "console",
+                          "--property", "parse.key=true", "--property", "key.separator=:",
+                          stdin="apple:1\nbanana:2\ncherry:3\n")
+    assert done.returncode == 0, done.stderr
+    out = _run("org.apache.kafka.tools.consumer.ConsoleConsumer", *server, "--topic", "console",
+               "--partition", "0", "--offset", "earliest", "--max-messages", "3",
+               "--property", "print.key=true", "--timeout-ms", "30000")
+    assert [line for line in out.splitlines() if "\t" in line] == [
+        "apple\t1", "banana\t2", "cherry\t3"]
+    events = [json.loads(line) for line in _run(
+        "org.apache.kafka.tools.VerifiableProducer", *server, "--topic", "console",
+        "--max-messages", "5").splitlines() if line.startswith("{")]
+    sent = [e for e in events if e["name"] == "producer_send_success"]
+    assert [(e["value"], e["offset"]) for e in sent] == [(str(i), 3 + i) for i in range(5)]
+    assert events[-1]["name"] == "tool_data" and events[-1]["acked"] == 5
+
+
+def test_producer_perf_test_and_dump_log_segments_of_what_it_wrote(tools, make_broker):
+    node = make_broker()
+    out = _run("org.apache.kafka.tools.ProducerPerformance", "--topic", "perf",
+               "--num-records", "5000", "--record-size", "100", "--throughput", "-1",
+               "--producer-props", f"bootstrap.servers={node.bootstrap}", "compression.type=lz4")
+    assert re.search(r"^5000 records sent", out, re.M)
+    node.stop()
+    directory = node.config.data_dir / "perf-0"
+    files = [str(p) for p in sorted(directory.iterdir()) if p.suffix in (".log", ".index")]
+    dumped = _run("org.apache.kafka.tools.DumpLogSegments", "--deep-iteration", "--files",
+                  ",".join(files))
+    assert "Exception" not in dumped and "corrupt" not in dumped.lower()
+    offsets = [int(m) for m in re.findall(r"\| offset: (\d+)", dumped)]
+    assert offsets == list(range(5000))
+    # An idempotent producer's batches: a producer id and sequences from 0.
+    assert re.search(r"baseOffset: 0 .* baseSequence: 0 lastSequence: \d+ producerId: \d+ "
+                     r"producerEpoch: 0 partitionLeaderEpoch: 0 .* compresscodec: lz4", dumped)
