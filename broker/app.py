@@ -13,6 +13,7 @@ from broker.config import BrokerConfig
 from broker.meta import DirLock, load_or_create_identity
 from broker.server import KafkaConnection, WarningLimiter
 from broker.topics.data import FetchWaiters, ProducerIds
+from broker.topics.fetch_sessions import FetchSessionCache
 from broker.topics.manager import TopicManager
 from storage.config import LogConfig
 from storage.manager import LogManager
@@ -29,6 +30,8 @@ class Broker:
         self.topics = TopicManager(config, self.data_dir)
         self.logs: LogManager | None = None
         self.fetch_waiters = FetchWaiters()
+        self.fetch_sessions = FetchSessionCache(
+            config["max.incremental.fetch.session.cache.slots"])
         self.producer_ids = ProducerIds(self.data_dir)
         self._maintenance: list[asyncio.Task] = []
         self._passes: set[asyncio.Future] = set()

@@ -306,6 +306,7 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("log.roll.hours", INT, 168, validator=_positive),
     ConfigDef("fetch.max.bytes", INT, 57_671_680, validator=AtLeast(1024)),
     ConfigDef("producer.id.expiration.ms", INT, 86_400_000, validator=_positive),
+    ConfigDef("max.incremental.fetch.session.cache.slots", INT, 1000, validator=_nonneg),
     ConfigDef("kcoord.fsync.policy", STRING, "never", choices=("never", "batch", "always"),
               doc="When appends are fsynced before they are acknowledged (kcoord property)."),
 ]

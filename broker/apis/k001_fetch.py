@@ -21,10 +21,9 @@
   read_uncommitted, as Kafka sends).
 - v0-3 get legacy messages (magic 0 for v0-1, magic 1 for v2-3), converted as
   Kafka 3.x does; zstd batches need v10 (UNSUPPORTED_COMPRESSION_TYPE below).
-- Fetch sessions (v7+): no session is handed out (session id 0, what Kafka
-  answers when its session cache is full), so clients send full fetches; an
-  incremental fetch gets FETCH_SESSION_ID_NOT_FOUND, after which clients start
-  over with a full one (FetchSession.scala ``SessionErrorContext``).
+- Fetch sessions (v7+, KIP-227, ``broker.topics.fetch_sessions``): a full
+  fetch with epoch 0 opens a session; incremental fetches name only what
+  changed and are answered with only the partitions that have something new.
 """
 
 from __future__ import annotations
@@ -33,6 +32,14 @@ import asyncio
 
 from broker.apis import api
 from broker.topics.data import leader_epoch_error, find_partition
+from broker.topics.fetch_sessions import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    CachedPartition,
+    FetchSession,
+    next_epoch,
+)
 from protocol import compression
 from protocol.errors import ErrorCode
 from protocol.records import batch_header, down_convert, iter_entries
@@ -40,9 +47,6 @@ from protocol.wire import ZERO_UUID
 from storage.errors import OffsetOutOfRangeError, StorageError
 
 READ_COMMITTED = 1
-INVALID_SESSION_ID = 0
-FINAL_EPOCH = -1
-INITIAL_EPOCH = 0
 _CONVERT_IN_THREAD = 64 * 1024  # down-conversion of more than this runs off the loop
 
 
@@ -178,16 +182,109 @@ async def _down_convert(answers: list[dict], magic: int) -> None:
             answer["records"] = down_convert(data, magic)
 
 
+def _session_error(code: ErrorCode) -> dict:
+    """FetchSession.scala's SessionErrorContext: no partitions, no session."""
+    return {"throttle_time_ms": 0, "error_code": code, "session_id": INVALID_SESSION_ID,
+            "responses": []}
+
+
+def _session_key(topic, by_id: bool):
+    return topic.topic_id if by_id else topic.topic
+
+
+def _update_session(ctx, session: FetchSession, request, by_id: bool) -> None:
+    """FetchSession.update: add or update the named partitions, drop the forgotten."""
+    topics = ctx.broker.topics
+    for topic in request.topics:
+        key = _session_key(topic, by_id)
+        name = topic.topic
+        if by_id:
+            found = topics.by_id(topic.topic_id)
+            name = found.name if found is not None else None
+        for part in topic.partitions:
+            cached = session.partitions.get((key, part.partition))
+            if cached is None:
+                session.partitions[(key, part.partition)] = CachedPartition(
+                    name, topic.topic_id, part.partition, part.fetch_offset,
+                    part.partition_max_bytes, part.current_leader_epoch)
+            else:
+                cached.update_request(part)
+    for topic in request.forgotten_topics_data:
+        key = _session_key(topic, by_id)
+        for partition in topic.partitions:
+            session.partitions.pop((key, partition), None)
+
+
+def _session_wanted(ctx, session: FetchSession) -> list[_Wanted]:
+    topics = ctx.broker.topics
+    wanted = []
+    for cached in session.partitions.values():
+        if session.uses_topic_ids:
+            found = topics.by_id(cached.topic_id)
+            name = found.name if found is not None else None
+            wanted.append(_Wanted(name, cached.topic_id, cached, unknown_id=found is None))
+        else:
+            wanted.append(_Wanted(cached.name, ZERO_UUID, cached))
+    return wanted
+
+
+def _new_session(ctx, wanted: list[_Wanted], answers: list[dict], by_id: bool) -> int:
+    """FullFetchContext: a session of the partitions just answered, if the cache allows."""
+    session = ctx.broker.fetch_sessions.create(by_id)
+    if session is None:
+        return INVALID_SESSION_ID
+    for want, answer in zip(wanted, answers):
+        cached = CachedPartition(want.name, want.topic_id, want.partition, want.offset,
+                                 want.max_bytes, want.epoch)
+        cached.must_respond(answer)
+        session.partitions[(want.topic_id if by_id else want.name, want.partition)] = cached
+    return session.session_id
+
+
+def _changed(session: FetchSession, answers: list[dict]) -> list[int]:
+    """Indexes of the answers an incremental fetch returns; partitions that had
+    records move to the end of the session (IncrementalFetchContext)."""
+    keep, moved = [], []
+    for i, (key, cached) in enumerate(list(session.partitions.items())):
+        answer = answers[i]
+        if cached.must_respond(answer):
+            keep.append(i)
+            if answer["records"]:
+                moved.append(key)
+    for key in moved:
+        session.partitions.move_to_end(key)
+    return keep
+
+
 @api(key=1, versions=(0, 17))
 async def fetch(ctx, request):
     version = ctx.api_version
+    by_id = version >= 13
+    sessions = ctx.broker.fetch_sessions
+    session = None
+    create = False
     if version >= 7:
         session_id, epoch = request.session_id, request.session_epoch
-        if epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
-            # No session was handed out, so none can be continued.
-            return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-                    "session_id": INVALID_SESSION_ID, "responses": []}
-    wanted = _wanted(ctx, request)
+        if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            if session_id != INVALID_SESSION_ID:
+                sessions.remove(session_id)  # a full fetch closes the session it names
+            create = epoch == INITIAL_EPOCH
+        else:
+            session = sessions.get(session_id)
+            if session is None:
+                return _session_error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+            if session.epoch != epoch:
+                return _session_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+            if session.uses_topic_ids != by_id:
+                return _session_error(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+            _update_session(ctx, session, request, by_id)
+            if not session.partitions:
+                sessions.remove(session_id)
+                session = None
+            else:
+                sessions.touch(session)
+                session.epoch = next_epoch(session.epoch)
+    wanted = _session_wanted(ctx, session) if session is not None else _wanted(ctx, request)
     reader = _Reader(ctx, request, wanted)
     answers, available, failed = reader.read()
     wait_ms = request.max_wait_ms
@@ -196,9 +293,16 @@ async def fetch(ctx, request):
         answers = await _park(ctx, reader, wait_ms, min_bytes) or answers
     if version < 4:
         await _down_convert(answers, 0 if version <= 1 else 1)
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
-            "session_id": INVALID_SESSION_ID,
-            "responses": _group(wanted, answers, by_id=version >= 13)}
+    session_id = INVALID_SESSION_ID
+    if session is not None:
+        session_id = session.session_id
+        keep = _changed(session, answers)
+        wanted = [wanted[i] for i in keep]
+        answers = [answers[i] for i in keep]
+    elif create:
+        session_id = _new_session(ctx, wanted, answers, by_id)
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": session_id,
+            "responses": _group(wanted, answers, by_id=by_id)}
 
 
 async def _park(ctx, reader: _Reader, wait_ms: int, min_bytes: int):

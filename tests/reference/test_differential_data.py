@@ -10,7 +10,7 @@ import pytest
 
 from protocol import compression
 from protocol.records import Record, build_batch
-from tests.reference.differential import Differential
+from tests.reference.differential import Differential, differences
 
 _names = itertools.count()
 TS = 1_700_000_000_000
@@ -120,3 +120,53 @@ def test_init_producer_id_refusals(diff):
     diff.same(22, 4, {"transactional_id": None, "transaction_timeout_ms": 1000,
                       "producer_id": 5, "producer_epoch": -1})
     diff.same(22, 4, {"transactional_id": "", "transaction_timeout_ms": 1000})
+
+
+def test_fetch_sessions(diff):
+    """A KIP-227 session through its life: created by a full fetch, incremental
+    fetches answered with only what changed, wrong epochs, forgotten partitions,
+    closing. Session ids are random on both sides: compared as present or not."""
+    topic = _topic(diff, partitions=2)
+    diff.same(0, 9, _produce_body(topic, _batch(b"a", b"b")))
+    sessions = {}
+
+    def fetch(epoch, partitions=(), forgotten=(), version=12, new_session=False):
+        def body(side):
+            session_id = 0 if new_session else sessions[side.name]
+            return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+                    "isolation_level": 0, "session_id": session_id, "session_epoch": epoch,
+                    "topics": [{"topic": topic, "partitions": [
+                        {"partition": p, "fetch_offset": o, "partition_max_bytes": 1 << 20,
+                         "current_leader_epoch": -1} for p, o in partitions]}]
+                    if partitions else [],
+                    "forgotten_topics_data": [{"topic": topic, "partitions": list(forgotten)}]
+                    if forgotten else []}
+        answers = {}
+        for side in (diff.kcoord, diff.kafka):
+            answer = diff._ask(side, 1, version, body)
+            if new_session:
+                sessions[side.name] = answer["session_id"]
+            answer["session_id"] = "open" if answer["session_id"] else 0
+            answers[side.name] = answer
+        ours, theirs = answers[diff.kcoord.name], answers[diff.kafka.name]
+        assert not differences(ours, theirs), differences(ours, theirs)
+        return ours
+
+    opened = fetch(0, [(0, 0), (1, 0)], new_session=True)
+    assert opened["session_id"] == "open"
+    # Partition 0 keeps answering its records until the client says it moved on.
+    assert len(fetch(1)["responses"]) == 1
+    assert fetch(2, [(0, 2)])["responses"] == []  # nothing new
+    diff.same(0, 9, _produce_body(topic, _batch(b"c"), partition=1))
+    changed = fetch(3)
+    assert [p["partition_index"] for t in changed["responses"] for p in t["partitions"]] == [1]
+    assert fetch(4, [(1, 1)])["responses"] == []
+    assert fetch(9)["error_code"] == 71  # INVALID_FETCH_SESSION_EPOCH
+    diff.same(0, 9, _produce_body(topic, _batch(b"d"), partition=0))
+    assert fetch(5, forgotten=[0])["responses"] == []  # news, but not in the session any more
+    fetch(6, [(0, 2)])  # back in the session, with its news
+    assert fetch(-1, [(1, 1)])["session_id"] == 0  # closed: a full fetch without a session
+    assert fetch(7)["error_code"] == 70  # FETCH_SESSION_ID_NOT_FOUND
+    # A session made with topic names cannot go on with topic ids.
+    fetch(0, [(0, 0)], new_session=True)
+    assert fetch(1, version=13)["error_code"] == 106  # FETCH_SESSION_TOPIC_ID_ERROR
