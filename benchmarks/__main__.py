@@ -23,6 +23,7 @@ BENCHMARKS = {
     "server": "benchmarks.bench_server",
     "storage": "benchmarks.bench_storage",
     "topics": "benchmarks.bench_topics",
+    "data": "benchmarks.bench_data",
     "kafka": "benchmarks.bench_kafka",
 }
 

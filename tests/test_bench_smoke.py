@@ -32,4 +32,10 @@ def test_benchmarks_run_quick_and_print_their_figures():
     # Topic operations: cost at two sizes and the loop's worst wait.
     assert re.search(r"create one topic: +\d+\.\d+ ms at 10 topics, +\d+\.\d+ ms at", out), out
     assert re.search(r"worst wait of another client meanwhile \d+\.\d+ ms", out), out
+    # Data plane: kcoord next to librdkafka's mock cluster, and the loop's worst wait.
+    for label in ("produce 20,000 x 100 B", "consume 20,000 x 100 B",
+                  "end-to-end latency p50", "end-to-end latency p99"):
+        assert re.search(re.escape(label) + r" +kcoord +\d+\.\d+ .* mock +\d+\.\d+ +\(kcoord/mock",
+                         out), out
+    assert re.search(r"while producing 100 B messages: \d+\.\d+ ms", out), out
     assert "FAILED" not in out
