@@ -254,8 +254,9 @@ def crc_valid(buf, pos: int = 0, size: int | None = None) -> bool:
     if size is None:
         size = entry_size(buf, pos)
     (stored,) = _UINT32.unpack_from(buf, pos + _CRC_AT)
-    # google-crc32c takes only read-only bytes, so the covered range is copied.
-    return _crc32c_value(bytes(buf[pos + _ATTRIBUTES_AT : pos + size])) == stored
+    # google-crc32c takes only read-only bytes, so the covered range is copied
+    # (once: through a memoryview, not a slice and then a copy of the slice).
+    return _crc32c_value(bytes(memoryview(buf)[pos + _ATTRIBUTES_AT : pos + size])) == stored
 
 
 def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:

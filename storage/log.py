@@ -237,7 +237,7 @@ class PartitionLog:
         """
         if origin is None:
             origin = AppendOrigin.CLIENT if assign_offsets else AppendOrigin.REPLICATION
-        buf = bytearray(records)
+        buf = bytearray(records) if validated is None else None
         now = self.clock() if now_ms is None else now_ms
         with self._lock:
             self._check_open()
