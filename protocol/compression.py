@@ -47,7 +47,12 @@ def gzip_compress(data, level: int | None = None) -> bytes:
     # mtime=0 keeps the output deterministic (Java writes 0 there as well).
     # Level -1 (Kafka's default) is zlib's default, 6.
     level = 6 if level is None or level < 0 else level
-    return _gzip.compress(bytes(data), compresslevel=level, mtime=0)
+    out = bytearray(_gzip.compress(bytes(data), compresslevel=level, mtime=0))
+    # The header as Java's GZIPOutputStream writes it since JDK 16: no extra
+    # flags, operating system 255 ("unknown"); the stream is then byte for byte
+    # what Kafka writes.
+    out[8], out[9] = 0, 0xFF
+    return bytes(out)
 
 
 def gzip_decompress(data) -> bytes:

@@ -878,32 +878,68 @@ def legacy_as_batch(buf) -> bytes:
                        if ts_type == LOG_APPEND_TIME else None)
 
 
-def down_convert(buf, magic: int) -> bytes:
-    """Turn v2 batches into legacy messages of ``magic`` for old fetchers (Fetch v0-v3).
+def down_convert(buf, magic: int, first_offset: int = 0) -> bytes:
+    """Turn v2 batches into legacy messages of ``magic`` for old fetchers (Fetch
+    v0-v3), batch by batch, as Kafka's RecordsUtil.downConvert does.
 
-    Control batches are dropped; headers are lost; zstd batches are
-    recompressed with gzip since zstd does not exist in magic 0/1.
+    Control batches are dropped and headers are lost.  An uncompressed batch
+    keeps only its records from ``first_offset`` on (legacy messages are not
+    batched); a compressed one becomes one wrapper.  zstd does not exist in
+    magic 0/1: ``compression.UnsupportedCodecError``.
     """
     out = []
-    for pos, _size, m in iter_entries(buf, partial_ok=True):
+    for pos, size, m in iter_entries(buf, partial_ok=True):
         if m != 2:
-            out.append(bytes(memoryview(buf)[pos : pos + _size]))
+            out.append(bytes(memoryview(buf)[pos : pos + size]))
             continue
-        batch = decode_batch(buf, pos)
-        if batch.is_control or not batch.records:
+        header = batch_header(buf, pos)
+        if header.is_control:
             continue
-        codec = batch.compression
-        if codec == compression.ZSTD:
-            codec = compression.GZIP
-        out.append(
-            build_legacy(
-                batch.records,
-                magic=magic,
-                compression_type=codec,
-                timestamp_type=batch.timestamp_type,
-            )
-        )
+        if header.compression == compression.ZSTD:
+            raise compression.UnsupportedCodecError(
+                "Down-conversion of zstandard-compressed batches is not supported")
+        records = decode_batch(buf, pos).records
+        if header.compression == compression.NONE:
+            records = [r for r in records if r.offset >= first_offset]
+        if records:
+            out.append(build_legacy(records, magic=magic, compression_type=header.compression,
+                                    timestamp_type=header.timestamp_type))
     return b"".join(out)
+
+
+_MAX_CONVERTED_READ = 128 * 1024
+
+
+def down_convert_for_fetch(buf, magic: int, first_offset: int) -> bytes:
+    """What a Fetch v0-3 answer carries for ``buf``, as Kafka's
+    LazyDownConversionRecords sends it.
+
+    The size is decided before converting: the size of the v2 data, or of the
+    first converted batch if that is larger (a client can then always read one
+    whole message).  Converted messages beyond it are cut; a shortfall, or a
+    zstd batch that cannot be converted, is filled with an "overflow" entry
+    (offset -1 and a length past the end) that clients skip as a partial
+    message.
+    """
+    entries = list(iter_entries(buf, partial_ok=True))
+    if not entries:
+        return b""
+    converted = []
+    for pos, size, _m in entries:
+        try:
+            converted.append(down_convert(bytes(memoryview(buf)[pos : pos + size]), magic,
+                                          first_offset))
+        except compression.UnsupportedCodecError:
+            break
+    first = next((c for c in converted if c), None)
+    total = LOG_OVERHEAD if first is None else max(len(buf), len(first))
+    out = bytearray(b"".join(converted)[:total])
+    while len(out) < total:
+        remaining = total - len(out)
+        overflow = bytearray(max(LOG_OVERHEAD, min(remaining + 1, _MAX_CONVERTED_READ)))
+        _OFFSET_LENGTH.pack_into(overflow, 0, -1, max(remaining + 1, RECORD_BATCH_OVERHEAD))
+        out += overflow[:remaining]
+    return bytes(out)
 
 
 # --- LZ4 frames from Kafka 0.8/0.9 (magic 0) ----------------------------------------

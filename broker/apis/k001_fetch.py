@@ -42,7 +42,7 @@ from broker.topics.fetch_sessions import (
 )
 from protocol import compression
 from protocol.errors import ErrorCode
-from protocol.records import batch_header, down_convert, iter_entries
+from protocol.records import batch_header, down_convert_for_fetch, iter_entries
 from protocol.wire import ZERO_UUID
 from storage.errors import OffsetOutOfRangeError, StorageError
 
@@ -72,9 +72,12 @@ def _error(index: int, code: ErrorCode, unknown: bool = False) -> dict:
             "preferred_read_replica": -1, "records": b""}
 
 
-def _has_zstd(data) -> bool:
-    return any(magic == 2 and batch_header(data, pos).compression == compression.ZSTD
-               for pos, _size, magic in iter_entries(data, partial_ok=True))
+def _starts_with_zstd(data) -> bool:
+    """KafkaApis looks at the first batch only; a later zstd batch goes out as it
+    is (v4-9) or ends the down-converted data (v0-3)."""
+    for pos, _size, magic in iter_entries(data, partial_ok=True):
+        return magic == 2 and batch_header(data, pos).compression == compression.ZSTD
+    return False
 
 
 class _Reader:
@@ -128,7 +131,7 @@ class _Reader:
             return _error(want.partition, ErrorCode.OFFSET_OUT_OF_RANGE)
         except StorageError as exc:
             return _error(want.partition, exc.code)
-        if data and version < 10 and _has_zstd(data):
+        if data and version < 10 and _starts_with_zstd(data):
             return _error(want.partition, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
         return {"partition_index": want.partition, "error_code": ErrorCode.NONE,
                 "high_watermark": view.high_watermark,
@@ -170,16 +173,17 @@ def _group(wanted: list[_Wanted], answers: list[dict], by_id: bool) -> list[dict
     return out
 
 
-async def _down_convert(answers: list[dict], magic: int) -> None:
+async def _down_convert(wanted: list[_Wanted], answers: list[dict], magic: int) -> None:
     loop = asyncio.get_running_loop()
-    for answer in answers:
+    for want, answer in zip(wanted, answers):
         data = answer["records"]
         if not data:
             continue
         if len(data) > _CONVERT_IN_THREAD:
-            answer["records"] = await loop.run_in_executor(None, down_convert, data, magic)
+            answer["records"] = await loop.run_in_executor(
+                None, down_convert_for_fetch, data, magic, want.offset)
         else:
-            answer["records"] = down_convert(data, magic)
+            answer["records"] = down_convert_for_fetch(data, magic, want.offset)
 
 
 def _session_error(code: ErrorCode) -> dict:
@@ -292,7 +296,7 @@ async def fetch(ctx, request):
     if wait_ms > 0 and wanted and available < min_bytes and not failed:
         answers = await _park(ctx, reader, wait_ms, min_bytes) or answers
     if version < 4:
-        await _down_convert(answers, 0 if version <= 1 else 1)
+        await _down_convert(wanted, answers, 0 if version <= 1 else 1)
     session_id = INVALID_SESSION_ID
     if session is not None:
         session_id = session.session_id

@@ -126,8 +126,10 @@ def test_legacy_message_sets_become_one_v2_batch(wire):
     # Fetch v2 gets them back as magic 1 messages, v0 as magic 0.
     for version, magic in ((2, 1), (0, 0)):
         old = _fetch(wire, "dp-legacy", 0, version=version)["responses"][0]["partitions"][0]
-        assert {b.magic for b in decode_record_set(old["records"])} == {magic}
-        assert [v for _o, v in _values(old["records"])] == [b"m0", b"m1", b"m2"]
+        # Padded to the v2 size with an entry clients skip as partial, as Kafka does.
+        converted = decode_record_set(old["records"], partial_ok=True)
+        assert {b.magic for b in converted} == {magic}
+        assert [r.value for b in converted for r in b.records] == [b"m0", b"m1", b"m2"]
 
 
 def test_acks_zero_gets_no_answer_and_a_failure_closes_the_connection(broker, wire):

@@ -216,3 +216,25 @@ def test_everything_reads_back_after_a_restart(make_broker, tmp_path, client):
     node = make_broker(data_dir)
     c = CLIENTS[client](node.bootstrap)
     assert c.consume("pc-restart", count=30, timeout=15) == _expected(messages)
+
+
+@pytest.mark.parametrize("api_version", [(0, 10, 1), (0, 9)], ids=["magic-1", "magic-0"])
+def test_kafka_python_pinned_to_an_old_protocol(broker, api_version):
+    """Old tutorials pin ``api_version``: kafka-python then produces legacy message
+    sets (Produce v2 with magic 1, or v1 with magic 0) and fetches them back in
+    that format (Fetch v2 or v1, down-converted and padded as Kafka sends it)."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    topic = "pc-old-%d-%d" % api_version[:2]
+    _create(broker, topic)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=api_version,
+                             compression_type="gzip")
+    for i in range(5):
+        producer.send(topic, b"old-%d" % i, key=b"k", partition=0)
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=api_version,
+                             auto_offset_reset="earliest", consumer_timeout_ms=5000)
+    consumer.assign([TopicPartition(topic, 0)])
+    assert [(m.offset, m.key, m.value) for m in consumer] == [
+        (i, b"k", b"old-%d" % i) for i in range(5)]
+    consumer.close()

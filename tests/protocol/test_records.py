@@ -296,13 +296,30 @@ def test_up_and_down_conversion():
     assert _read_with(KpMemoryRecords, v2) == [
         (i, 1000 + i, b"k%d" % i, b"v%d" % i, []) for i in range(4)
     ]
-    zstd = R.build_batch([Record(None, 7, b"a", b"b")], base_offset=3, compression_type=compression.ZSTD)
+    zstd = R.build_batch([Record(None, 7, b"a", b"b")], base_offset=4, compression_type=compression.ZSTD)
     for magic in (0, 1):
-        down = R.down_convert(v2 + zstd, magic)
+        down = R.down_convert(v2, magic)
         got = _read_with(KpMemoryRecords, down)
         assert [(o, k, v) for o, _t, k, v, _h in got] == [
-            *[(i, b"k%d" % i, b"v%d" % i) for i in range(4)], (3, b"a", b"b")
-        ]
+            (i, b"k%d" % i, b"v%d" % i) for i in range(4)]
+        # zstd has no legacy form (Kafka's RecordsUtil refuses it) ...
+        with pytest.raises(compression.UnsupportedCodecError):
+            R.down_convert(zstd, magic)
+        # ... so a Fetch answer stops before it, filled up to the size of the v2
+        # data with an entry clients skip as a partial message.
+        answer = R.down_convert_for_fetch(v2 + zstd, magic, 0)
+        assert len(answer) == len(v2 + zstd)
+        assert answer.startswith(down)
+        assert answer[len(down):len(down) + 8] == b"\xff" * 8
+        got = _read_with(KpMemoryRecords, answer)
+        assert [o for o, *_rest in got] == [0, 1, 2, 3]
+
+
+def test_down_conversion_starts_uncompressed_batches_at_the_fetch_offset():
+    v2 = R.build_batch([Record(None, 5, b"k%d" % i, b"v") for i in range(4)], base_offset=10)
+    for magic in (0, 1):
+        answer = R.down_convert_for_fetch(v2, magic, 12)
+        assert [o for o, *_rest in _read_with(KpMemoryRecords, answer)] == [12, 13]
 
 
 # --- codecs -------------------------------------------------------------------------------
