@@ -238,13 +238,19 @@ def _check_client_batch(header, tp: str) -> None:
             f"{header.producer_id} in topic partition {tp}")
 
 
+def _java_long(value: int) -> int:
+    return (value + 2**63) % 2**64 - 2**63
+
+
 def _check_records(header, walked, config: LogConfig, now: int, tp: str, base: int) -> None:
     """LogValidator.validateRecord: keys of compacted topics and timestamps."""
     errors: list[tuple[int, str]] = []
     timestamps = False
     create_time = not config.log_append_time
-    low = now - config.message_timestamp_before_max_ms
-    high = now + config.message_timestamp_after_max_ms
+    # Java long arithmetic: with the default bound (Long.MAX_VALUE) Kafka's
+    # message shows the wrapped value, and so does this one.
+    low = _java_long(now - config.message_timestamp_before_max_ms)
+    high = _java_long(now + config.message_timestamp_after_max_ms)
     lat_batch = header.timestamp_type == LOG_APPEND_TIME
     check_ts = create_time or lat_batch
     if not (config.compact or check_ts) or header.is_control:

@@ -129,7 +129,11 @@ async def _append(ctx, name: str, index: int, records, version: int) -> dict:
     try:
         info = await plog.append_async(data, leader_epoch=LEADER_EPOCH)
     except StorageError as exc:
-        return _answer(index, exc.code, str(exc), getattr(exc, "record_errors", ()))
+        answer = _answer(index, exc.code, str(exc), getattr(exc, "record_errors", ()))
+        if answer["record_errors"]:
+            # ReplicaManager answers a RecordValidationException with the log's start offset.
+            answer["log_start_offset"] = plog.log_start_offset
+        return answer
     broker.fetch_waiters.notify((name, index))
     return {"index": index, "error_code": ErrorCode.NONE, "base_offset": info.first_offset,
             "log_append_time_ms": info.log_append_time,

@@ -5,6 +5,7 @@ answer the same, stored batches byte for byte, error cases included."""
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
@@ -198,3 +199,47 @@ def test_legacy_produce_and_fetch(diff, magic, codec):
 def _messages(records: bytes) -> list:
     return [(b.magic, b.compression, r.offset, r.timestamp, r.key, r.value)
             for b in decode_record_set(records, partial_ok=True) for r in b.records]
+
+
+@pytest.mark.parametrize("configs", [
+    (("compression.type", "gzip"),),
+    (("message.timestamp.type", "LogAppendTime"),),
+    (("max.message.bytes", "200"),),
+    (("cleanup.policy", "compact"),),
+    (("message.timestamp.before.max.ms", "3600000"),),
+], ids=lambda c: c[0][0])
+def test_topic_configs_applied_to_produce(diff, configs):
+    name = f"dd-{next(_names)}"
+    diff.same(19, 4, {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1,
+                                   "assignments": [],
+                                   "configs": [{"name": k, "value": v} for k, v in configs]}],
+                      "timeout_ms": 10000, "validate_only": False})
+    for side in (diff.kcoord, diff.kafka):
+        diff.wait_for_topics(side, [name])
+    keyless = build_batch([Record(None, TS, None, b"x" * 150)])
+    keyed = _batch(b"a", b"b" * 150)
+    for records in (keyed, keyless):
+        ours, theirs = diff.ask(0, 9, _produce_body(name, records))
+        for answer in (ours, theirs):
+            part = answer["responses"][0]["partition_responses"][0]
+            # The broker's clock: both set it, to their own now.
+            part["log_append_time_ms"] = "now" if part["log_append_time_ms"] > 0 else \
+                part["log_append_time_ms"]
+            for error in part["record_errors"]:
+                # Each broker states its bounds from its own clock.
+                error["batch_index_error_message"] = re.sub(
+                    r"within \[-?\d+, -?\d+\]", "within [<now - before>, <now + after>]",
+                    error["batch_index_error_message"] or "")
+            part["error_message"] = re.sub(r"within \[-?\d+, -?\d+\]", "within [...]",
+                                           part["error_message"] or "")
+        assert not differences(ours, theirs), differences(ours, theirs)
+    ours, theirs = diff.ask(1, 12, _fetch_body(name, 0))
+    for answer in (ours, theirs):
+        part = answer["responses"][0]["partitions"][0]
+        batches = decode_record_set(part["records"])
+        # LogAppendTime batches carry each broker's own clock; the rest is compared
+        # byte for byte (recompressed gzip included).
+        part["raw"] = None if any(b.timestamp_type for b in batches) else part["records"]
+        part["records"] = [(b.compression, b.timestamp_type, b.base_offset,
+                            [(r.offset, r.key, r.value) for r in b.records]) for b in batches]
+    assert not differences(ours, theirs), differences(ours, theirs)
