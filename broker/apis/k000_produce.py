@@ -26,6 +26,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import structlog
 
 from broker.apis import NO_RESPONSE, CloseConnection, api
@@ -38,6 +40,12 @@ from storage.errors import StorageError
 log = structlog.get_logger("kcoord.produce")
 
 ADMIN_CLIENT_ID = "__admin_client"
+LEGACY_MINIMUM = 14  # LegacyRecord.RECORD_OVERHEAD_V0, the smallest entry
+_INT32 = struct.Struct(">i")
+# The failures Kafka answers without the log start offset (ReplicaManager's
+# UNKNOWN_LOG_APPEND_INFO cases).
+_UNKNOWN_APPEND_INFO = {ErrorCode.CORRUPT_MESSAGE, ErrorCode.MESSAGE_TOO_LARGE,
+                        ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.KAFKA_STORAGE_ERROR}
 _TRANSACTIONAL = 0x10
 
 
@@ -47,16 +55,35 @@ class _Refused(Exception):
         self.message = message
 
 
-def _answer(index: int, code: ErrorCode, message: str | None = None, record_errors=()):
+def _answer(index: int, code: ErrorCode, message: str | None = None, record_errors=(),
+            request_error: bool = False):
     # Kafka sends an error message only with per-record errors (its
-    # RecordValidationException, ReplicaManager's hasCustomErrorMessage).
-    if not record_errors and code != ErrorCode.INVALID_TXN_STATE:
+    # RecordValidationException, ReplicaManager's hasCustomErrorMessage) and
+    # when the whole request failed (ProduceRequest.getErrorResponse).
+    if not (record_errors or request_error) and code != ErrorCode.INVALID_TXN_STATE:
         message = None
     return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
             "log_start_offset": -1,
             "record_errors": [{"batch_index": i, "batch_index_error_message": m}
                               for i, m in record_errors],
             "error_message": message}
+
+
+def _unreadable_first_entry(records) -> str | None:
+    """Why Kafka cannot even look at the first entry of a partition's records.
+
+    KafkaApis reads the first batch of every partition (RequestUtils.flags:
+    idempotent or transactional?) before anything else; a size or magic that
+    ByteBufferLogInputStream refuses there fails the whole request.
+    """
+    if records is None or len(records) < 12:
+        return None
+    (size,) = _INT32.unpack_from(records, 8)
+    if size < LEGACY_MINIMUM:
+        return f"Record size {size} is less than the minimum record overhead ({LEGACY_MINIMUM})"
+    if len(records) >= 17 and records[16] > 2:
+        return f"Invalid magic found in record: {int.from_bytes(records[16:17], 'big', signed=True)}"
+    return None
 
 
 def _first_batch_transactional(records) -> bool:
@@ -72,17 +99,25 @@ def _first_batch_transactional(records) -> bool:
 
 def _batch_for_append(records, version: int) -> bytes | None:
     """The bytes to append, after the version rules of ProduceRequest.validateRecords;
-    None for the empty message set v0-2 may send, which appends nothing."""
-    if records is not None and len(records) == 0 and version < 3:
-        return None
-    if records is None or len(records) == 0:
+    None for a v0-2 set without a whole entry, which appends nothing.
+
+    Like Kafka's record iterators, a partial entry at the end is not an entry:
+    it is left out of the append (UnifiedLog trims it).
+    """
+    if records is None:
+        # Kafka 3.9 never answers this; a client gets the error it would for no batch.
+        raise _Refused(ErrorCode.INVALID_RECORD)
+    try:
+        entries = list(iter_entries(records, partial_ok=True))
+    except CorruptRecordError as exc:
+        raise _Refused(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+    if not entries:
+        if version < 3:
+            return None
         raise _Refused(ErrorCode.INVALID_RECORD,
                        f"Produce requests with version {version} must have at least one record "
                        f"batch per partition")
-    try:
-        entries = list(iter_entries(records))
-    except CorruptRecordError as exc:
-        raise _Refused(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+    whole = records[:entries[-1][0] + entries[-1][1]]
     if version >= 3:
         if entries[0][2] != 2:
             raise _Refused(ErrorCode.INVALID_RECORD,
@@ -96,11 +131,11 @@ def _batch_for_append(records, version: int) -> bytes | None:
             raise _Refused(ErrorCode.INVALID_RECORD,
                            f"Produce requests with version {version} are only allowed to contain "
                            f"exactly one record batch per partition")
-        return records
+        return whole
     if all(magic == 2 for _pos, _size, magic in entries):
-        return records
+        return whole
     try:
-        return legacy_as_batch(records)
+        return legacy_as_batch(whole)
     except CorruptRecordError as exc:
         raise _Refused(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
 
@@ -130,8 +165,9 @@ async def _append(ctx, name: str, index: int, records, version: int) -> dict:
         info = await plog.append_async(data, leader_epoch=LEADER_EPOCH)
     except StorageError as exc:
         answer = _answer(index, exc.code, str(exc), getattr(exc, "record_errors", ()))
-        if answer["record_errors"]:
-            # ReplicaManager answers a RecordValidationException with the log's start offset.
+        if exc.code not in _UNKNOWN_APPEND_INFO:
+            # ReplicaManager.appendToLocalLog: every other failure is answered with
+            # the log's start offset.
             answer["log_start_offset"] = plog.log_start_offset
         return answer
     broker.fetch_waiters.notify((name, index))
@@ -146,7 +182,11 @@ async def produce(ctx, request):
     version = ctx.api_version
     acks = request.acks
     refusal = None
-    if acks not in (-1, 0, 1):
+    unreadable = next((why for t in request.topic_data for p in t.partition_data
+                       if (why := _unreadable_first_entry(p.records))), None)
+    if unreadable is not None:
+        refusal = (ErrorCode.CORRUPT_MESSAGE, unreadable, (), True)
+    elif acks not in (-1, 0, 1):
         refusal = (ErrorCode.INVALID_REQUIRED_ACKS, None)
     elif any(_first_batch_transactional(p.records)
              for t in request.topic_data for p in t.partition_data):

@@ -5,12 +5,15 @@ answer the same, stored batches byte for byte, error cases included."""
 from __future__ import annotations
 
 import itertools
+import struct
+import time
 import re
 
 import pytest
 
 from protocol import compression
-from protocol.records import Record, build_batch, build_legacy, decode_record_set
+from protocol.records import Record, build_batch, build_legacy, crc32c, decode_record_set
+from tests.reference.client import WireClient
 from tests.reference.differential import Differential, differences
 
 _names = itertools.count()
@@ -26,7 +29,27 @@ def diff(reference_pair):
 def _topic(d: Differential, partitions=1) -> str:
     name = f"dd-{next(_names)}"
     d.create_topics(name, partitions=partitions)
+    _wait_until_fetchable(d, name, partitions)
     return name
+
+
+def _wait_until_fetchable(d: Differential, name: str, partitions: int) -> None:
+    """Kafka lists a new partition's leader a little before that leader serves it
+    (NOT_LEADER_OR_FOLLOWER meanwhile): wait until every partition answers."""
+    for side in (d.kcoord, d.kafka):
+        deadline = time.monotonic() + 30
+        with WireClient.to(side.bootstrap) as client:
+            while True:
+                answer = client.call(1, 12, {
+                    "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1024, "topics": [
+                        {"topic": name, "partitions": [
+                            {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1024}
+                            for p in range(partitions)]}]})
+                codes = [p["error_code"] for t in answer["responses"] for p in t["partitions"]]
+                if codes == [0] * partitions:
+                    break
+                assert time.monotonic() < deadline, (side.name, codes)
+                time.sleep(0.05)
 
 
 def _batch(*values, **kw):
@@ -60,13 +83,26 @@ def test_produce_and_fetch_the_same_bytes(diff, version):
     diff.same(1, 12, _fetch_body(topic, 0, isolation_level=1))
 
 
+def _lying_count(batch: bytes, count: int) -> bytes:
+    """The batch with another record count, CRC recomputed (so only the count lies)."""
+    buf = bytearray(batch)
+    struct.pack_into(">i", buf, 57, count)
+    struct.pack_into(">I", buf, 17, crc32c(bytes(buf[21:])))
+    return bytes(buf)
+
+
 @pytest.mark.parametrize("version", [3, 9])
 def test_produce_refusals(diff, version):
     topic = _topic(diff)
     corrupt = bytearray(_batch(b"x"))
     corrupt[-1] ^= 0xFF
-    for records in (bytes(corrupt), _batch(b"x") + _batch(b"y")):
-        diff.same(0, version, _produce_body(topic, records))
+    for records in (bytes(corrupt), _batch(b"x") + _batch(b"y"), _batch(b"x", b"y")[:-3],
+                    _lying_count(_batch(b"x", b"y"), 3), _lying_count(_batch(b"x"), 0),
+                    _batch(b"x", base_offset=5), _batch(b"x", b"y", last_offset_delta=5),
+                    _batch(b"x") + b"\x00" * 5, b"\x00" * 20,
+                    _batch(b"x")[:8] + struct.pack(">i", 10) + _batch(b"x")[12:]):
+        ours, theirs = diff.ask(0, version, _produce_body(topic, records))
+        assert not differences(ours, theirs), (records[:70].hex(), differences(ours, theirs))
     diff.same(0, version, _produce_body("dd-missing", _batch(b"x")))
     diff.same(0, version, _produce_body(topic, _batch(b"x"), partition=5))
     diff.same(0, version, _produce_body(topic, _batch(b"x"), acks=2))
@@ -216,6 +252,7 @@ def test_topic_configs_applied_to_produce(diff, configs):
                       "timeout_ms": 10000, "validate_only": False})
     for side in (diff.kcoord, diff.kafka):
         diff.wait_for_topics(side, [name])
+    _wait_until_fetchable(diff, name, 1)
     keyless = build_batch([Record(None, TS, None, b"x" * 150)])
     keyed = _batch(b"a", b"b" * 150)
     for records in (keyed, keyless):
