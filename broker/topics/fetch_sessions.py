@@ -63,12 +63,12 @@ class CachedPartition:
     def must_respond(self, answer: dict) -> bool:
         """Whether an incremental answer includes this partition; remembers what is sent."""
         respond = bool(answer["records"]) or answer["error_code"] != 0
+        # An error answer carries -1 offsets, so once the error is gone the
+        # partition differs from what was sent and is answered again.
         for field in ("high_watermark", "last_stable_offset", "log_start_offset"):
             if getattr(self, field) != answer[field]:
                 respond = True
                 setattr(self, field, answer[field])
-        if answer["error_code"] != 0:
-            self.high_watermark = -1  # an error is reported again next time
         return respond
 
 

@@ -99,7 +99,8 @@ def test_produce_refusals(diff, version):
     for records in (bytes(corrupt), _batch(b"x") + _batch(b"y"), _batch(b"x", b"y")[:-3],
                     _lying_count(_batch(b"x", b"y"), 3), _lying_count(_batch(b"x"), 0),
                     _batch(b"x", base_offset=5), _batch(b"x", b"y", last_offset_delta=5),
-                    _batch(b"x") + b"\x00" * 5, b"\x00" * 20,
+                    _batch(b"x") + b"\x00" * 5, b"\x00" * 20, _batch(b"x")[:16] + b"\x05" +
+                    _batch(b"x")[17:],
                     _batch(b"x")[:8] + struct.pack(">i", 10) + _batch(b"x")[12:]):
         ours, theirs = diff.ask(0, version, _produce_body(topic, records))
         assert not differences(ours, theirs), (records[:70].hex(), differences(ours, theirs))
@@ -167,10 +168,11 @@ def test_fetch_sessions(diff):
     diff.same(0, 9, _produce_body(topic, _batch(b"a", b"b")))
     sessions = {}
 
-    def fetch(epoch, partitions=(), forgotten=(), version=12, new_session=False):
+    def fetch(epoch, partitions=(), forgotten=(), version=12, new_session=False,
+              max_bytes=1 << 20):
         def body(side):
             session_id = 0 if new_session else sessions[side.name]
-            return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+            return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": max_bytes,
                     "isolation_level": 0, "session_id": session_id, "session_epoch": epoch,
                     "topics": [{"topic": topic, "partitions": [
                         {"partition": p, "fetch_offset": o, "partition_max_bytes": 1 << 20,
@@ -204,6 +206,24 @@ def test_fetch_sessions(diff):
     fetch(6, [(0, 2)])  # back in the session, with its news
     assert fetch(-1, [(1, 1)])["session_id"] == 0  # closed: a full fetch without a session
     assert fetch(7)["error_code"] == 70  # FETCH_SESSION_ID_NOT_FOUND
+    # Partitions that returned records go to the back of the session: with room
+    # for one batch, the partitions take turns.
+    big = [_batch(b"z" * 600) for _ in range(2)]
+    for p in (0, 1):
+        for batch in big:
+            diff.same(0, 9, _produce_body(topic, batch, partition=p))
+
+    def small(epoch, partitions=(), new_session=False):
+        answer = fetch(epoch, partitions, new_session=new_session, max_bytes=700)
+        return [(p["partition_index"], len(p["records"]))
+                for t in answer["responses"] for p in t["partitions"]]
+
+    assert small(0, [(0, 4), (1, 2)], new_session=True) == [(0, 672), (1, 0)]
+    # An incremental fetch that returns records moves those partitions to the back
+    # of the session (a full fetch does not): partition 0 answers its batch again,
+    # then partition 1 gets its turn.
+    assert small(1) == [(0, 672)]
+    assert small(2) == [(1, 672)]
     # A session made with topic names cannot go on with topic ids.
     fetch(0, [(0, 0)], new_session=True)
     assert fetch(1, version=13)["error_code"] == 106  # FETCH_SESSION_TOPIC_ID_ERROR
