@@ -86,7 +86,8 @@ def _consume(bootstrap: str, topic: str, count: int, size: int, extra=None) -> f
     deadline = began + 120
     while seen < count and time.perf_counter() < deadline:
         # Asking for no more than is left: consume() returns as soon as it has them.
-        for message in consumer.consume(num_messages=min(10_000, count - seen), timeout=1):
+        # A short timeout: librdkafka sometimes waits it out with messages queued.
+        for message in consumer.consume(num_messages=min(10_000, count - seen), timeout=0.1):
             if not message.error():
                 seen += 1
     elapsed = time.perf_counter() - began
