@@ -151,17 +151,19 @@ class KafkaConnection(asyncio.Protocol):
         buf += data
         pos = 0
         end = len(buf)
-        while end - pos >= 4:
-            (size,) = _SIZE.unpack_from(buf, pos)
-            if size < 0 or size > self.max_frame:
-                self.broker.bad_input.warn("connection.frame_size_rejected", self.peer,
-                                           size=size, max=self.max_frame)
-                self.close()
-                return
-            if end - pos - 4 < size:
-                break
-            self._queue.append(bytes(buf[pos + 4:pos + 4 + size]))
-            pos += 4 + size
+        with memoryview(buf) as view:  # frames are copied out once, not sliced then copied
+            while end - pos >= 4:
+                (size,) = _SIZE.unpack_from(buf, pos)
+                if size < 0 or size > self.max_frame:
+                    self.broker.bad_input.warn("connection.frame_size_rejected", self.peer,
+                                               size=size, max=self.max_frame)
+                    view.release()
+                    self.close()
+                    return
+                if end - pos - 4 < size:
+                    break
+                self._queue.append(bytes(view[pos + 4:pos + 4 + size]))
+                pos += 4 + size
         if pos:
             del buf[:pos]
         if len(self._queue) > _MAX_QUEUED_FRAMES and not self._read_paused:

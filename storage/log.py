@@ -339,22 +339,27 @@ class PartitionLog:
     async def append_async(self, records, **kwargs) -> AppendInfo:
         """``append``, then wait for durability as the flush policy requires.
 
-        A large client append is validated in a worker thread first (the log is
-        not locked meanwhile); the append then only moves it to the log end.
+        A large client append runs in a worker thread: it is validated there
+        without the lock (appends made meanwhile move it to the new log end), then
+        written under the lock, so the event loop does neither.
         """
         origin = kwargs.get("origin") or AppendOrigin.CLIENT
+        segments_before = len(self.segments)
         if len(records) >= VALIDATE_IN_THREAD_BYTES and origin is not AppendOrigin.REPLICATION \
                 and kwargs.get("assign_offsets", True):
             now = kwargs.get("now_ms")
             kwargs["now_ms"] = now = self.clock() if now is None else now
             start = self.log_end_offset
-            checked = await asyncio.get_running_loop().run_in_executor(
-                None, lambda: validate_and_assign(
+
+            def validate_and_append() -> AppendInfo:
+                checked = validate_and_assign(
                     bytearray(records), tp=self.name, config=self.config, next_offset=start,
-                    now=now, origin=origin, leader_epoch=kwargs.get("leader_epoch")))
-            kwargs["validated"] = (start, checked)
-        segments_before = len(self.segments)
-        info = self.append(records, **kwargs)
+                    now=now, origin=origin, leader_epoch=kwargs.get("leader_epoch"))
+                return self.append(records, validated=(start, checked), **kwargs)
+
+            info = await asyncio.get_running_loop().run_in_executor(None, validate_and_append)
+        else:
+            info = self.append(records, **kwargs)
         await self.flusher.after_append(rolled=len(self.segments) != segments_before)
         return info
 

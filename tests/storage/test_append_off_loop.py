@@ -28,9 +28,13 @@ def test_an_append_made_while_a_large_one_is_validated_comes_first(tmp_path, mon
     big, count = _big()
     threads = []
     real = log_module.validate_and_assign
+    small_done = threading.Event()
 
     def recording(*args, **kwargs):
-        threads.append(threading.current_thread() is threading.main_thread())
+        on_loop = threading.current_thread() is threading.main_thread()
+        threads.append(on_loop)
+        if not on_loop:
+            small_done.wait(10)  # the small append goes first
         return real(*args, **kwargs)
 
     monkeypatch.setattr(log_module, "validate_and_assign", recording)
@@ -39,6 +43,7 @@ def test_an_append_made_while_a_large_one_is_validated_comes_first(tmp_path, mon
         task = asyncio.ensure_future(plog.append_async(big))
         await asyncio.sleep(0)  # the large append is now in its worker thread
         small = plog.append(build_batch([Record(None, 5, b"s", b"small")]))
+        small_done.set()
         return small, await task
 
     small, large = asyncio.run(run())
