@@ -142,3 +142,54 @@ def test_producer_perf_test_and_dump_log_segments_of_what_it_wrote(tools, make_b
     # An idempotent producer's batches: a producer id and sequences from 0.
     assert re.search(r"baseOffset: 0 .* baseSequence: 0 lastSequence: \d+ producerId: \d+ "
                      r"producerEpoch: 0 partitionLeaderEpoch: 0 .* compresscodec: lz4", dumped)
+
+
+def test_dump_log_segments_offsets_decoder_reads_kcoord_s_group_records(tools, tmp_path):
+    """Kafka's ``DumpLogSegments --offsets-decoder`` decodes the offset commits,
+    group metadata and tombstones kcoord writes to ``__consumer_offsets``."""
+    from protocol import group_records as G
+    from protocol.records import Record, build_batch
+
+    member = {"member_id": "m-1", "group_instance_id": "static-1", "client_id": "c1",
+              "client_host": "/127.0.0.1", "rebalance_timeout": 300000,
+              "session_timeout": 45000, "subscription": b"\x00\x01sub",
+              "assignment": b"\x00\x01asg"}
+    records = [
+        (G.offset_commit_key("g1", "orders", 3),
+         G.offset_commit_value(42, "meta", 1000, leader_epoch=0)),
+        (G.offset_commit_key("g1", "orders", 4),
+         G.offset_commit_value(7, "", 1001, expire_timestamp=99999)),
+        (G.group_metadata_key("g1"),
+         G.group_metadata_value({"protocol_type": "consumer", "generation": 3,
+                                 "protocol": "range", "leader": "m-1",
+                                 "current_state_timestamp": 1002, "members": [member]})),
+        (G.offset_commit_key("g1", "orders", 3), None),
+        (G.group_metadata_key("g2"), None),
+    ]
+    directory = tmp_path / "__consumer_offsets-7"
+    log = PartitionLog(str(directory))
+    log.append(build_batch([Record(None, 1000 + i, k, v) for i, (k, v) in enumerate(records)]))
+    log.close()
+    (segment,) = directory.glob("*.log")
+    out = _run("org.apache.kafka.tools.DumpLogSegments", "--offsets-decoder", "--files",
+               str(segment))
+    decoded = [(json.loads(m.group(1)), None if m.group(2) == "<DELETE>" else json.loads(m.group(2)))
+               for m in re.finditer(r"key: (\{.*\}) payload: (<DELETE>|\{.*\})$", out, re.M)]
+    assert decoded == [
+        ({"type": "1", "data": {"group": "g1", "topic": "orders", "partition": 3}},
+         {"version": "3", "data": {"offset": 42, "leaderEpoch": 0, "metadata": "meta",
+                                   "commitTimestamp": 1000}}),
+        ({"type": "1", "data": {"group": "g1", "topic": "orders", "partition": 4}},
+         {"version": "1", "data": {"offset": 7, "metadata": "", "commitTimestamp": 1001,
+                                   "expireTimestamp": 99999}}),
+        ({"type": "2", "data": {"group": "g1"}},
+         {"version": "3", "data": {
+             "protocolType": "consumer", "generation": 3, "protocol": "range", "leader": "m-1",
+             "currentStateTimestamp": 1002, "members": [{
+                 "memberId": "m-1", "groupInstanceId": "static-1", "clientId": "c1",
+                 "clientHost": "/127.0.0.1", "rebalanceTimeout": 300000,
+                 "sessionTimeout": 45000, "subscription": "AAFzdWI=",
+                 "assignment": "AAFhc2c="}]}}),
+        ({"type": "1", "data": {"group": "g1", "topic": "orders", "partition": 3}}, None),
+        ({"type": "2", "data": {"group": "g2"}}, None),
+    ]

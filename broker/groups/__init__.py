@@ -1,0 +1,1 @@
+"""The group coordinator (classic consumer-group protocol)."""

@@ -1,0 +1,150 @@
+"""The records of ``__consumer_offsets``: keys and values as Kafka writes them.
+
+Every key and value is an int16 version followed by the fields of that
+version; the key's version is the record type (GROUP_COORDINATOR.md §13.1):
+
+* key 0 or 1: an offset commit (group, topic, partition); Kafka writes 1 and
+  reads both.  Its value: OffsetCommitValue, written as v3, or v1 when the
+  commit carried an expiry time; v4 is the first flexible version.
+* key 2: a classic group's metadata (group); its value: GroupMetadataValue,
+  written as v3; v4 is the first flexible version.
+* keys 3 and up belong to the new consumer-group protocol and share groups:
+  readers skip them.
+
+A null value is a tombstone.  A value version newer than the newest known one
+is read with the newest known layout (KIP-915 keeps later changes to tagged
+fields).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from protocol.schema import F, S, Api
+
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_WITH_EXPIRY = 1
+GROUP_METADATA_VALUE_VERSION = 3
+
+OFFSET_COMMIT_KEY = Api(
+    key=-1, name="OffsetCommitKey", versions="0-1", flexible=None,
+    request=S(
+        F("group", "string"),
+        F("topic", "string"),
+        F("partition", "int32"),
+    ),
+    response=S(),
+)
+
+OFFSET_COMMIT_VALUE = Api(
+    key=-1, name="OffsetCommitValue", versions="0-4", flexible="4+",
+    request=S(
+        F("offset", "int64"),
+        F("leader_epoch", "int32", v="3+", default=-1),
+        F("metadata", "string"),
+        F("commit_timestamp", "int64"),
+        F("expire_timestamp", "int64", v="1", default=-1),
+    ),
+    response=S(),
+)
+
+GROUP_METADATA_KEY = Api(
+    key=-1, name="GroupMetadataKey", versions="2", flexible=None,
+    request=S(F("group", "string")),
+    response=S(),
+)
+
+GROUP_METADATA_VALUE = Api(
+    key=-1, name="GroupMetadataValue", versions="0-4", flexible="4+",
+    request=S(
+        F("protocol_type", "string"),
+        F("generation", "int32"),
+        F("protocol", "string", nullable="0+"),
+        F("leader", "string", nullable="0+"),
+        F("current_state_timestamp", "int64", v="2+", default=-1),
+        F("members", [S(
+            F("member_id", "string"),
+            F("group_instance_id", "string", v="3+", nullable="3+", default=None),
+            F("client_id", "string"),
+            F("client_host", "string"),
+            F("rebalance_timeout", "int32", v="1+", default=-1),
+            F("session_timeout", "int32"),
+            F("subscription", "bytes"),
+            F("assignment", "bytes"),
+        )]),
+    ),
+    response=S(),
+)
+
+_VERSION = struct.Struct(">h")
+_KEYS = {0: OFFSET_COMMIT_KEY, 1: OFFSET_COMMIT_KEY, 2: GROUP_METADATA_KEY}
+
+OFFSET_COMMIT = "offset_commit"
+GROUP_METADATA = "group_metadata"
+_KIND = {0: OFFSET_COMMIT, 1: OFFSET_COMMIT, 2: GROUP_METADATA}
+
+
+class UnknownRecordType(ValueError):
+    """A key version (record type) this broker does not know: skipped on load."""
+
+    def __init__(self, version: int):
+        super().__init__(f"unknown __consumer_offsets record type (key version) {version}")
+        self.version = version
+
+
+def _encode(api: Api, version: int, fields: dict) -> bytes:
+    return _VERSION.pack(version) + api.codec(version, "request").encode(fields)
+
+
+def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    return _encode(OFFSET_COMMIT_KEY, OFFSET_COMMIT_KEY_VERSION,
+                   {"group": group, "topic": topic, "partition": partition})
+
+
+def offset_commit_value(offset: int, metadata: str, commit_timestamp: int, *,
+                        leader_epoch: int = -1, expire_timestamp: int = -1) -> bytes:
+    """v3, or v1 when the commit carried an expiry time (it has no leader epoch)."""
+    version = OFFSET_COMMIT_VALUE_VERSION if expire_timestamp == -1 else \
+        OFFSET_COMMIT_VALUE_WITH_EXPIRY
+    return _encode(OFFSET_COMMIT_VALUE, version, {
+        "offset": offset, "leader_epoch": leader_epoch, "metadata": metadata,
+        "commit_timestamp": commit_timestamp, "expire_timestamp": expire_timestamp})
+
+
+def group_metadata_key(group: str) -> bytes:
+    return _encode(GROUP_METADATA_KEY, GROUP_METADATA_KEY_VERSION, {"group": group})
+
+
+def group_metadata_value(fields: dict) -> bytes:
+    return _encode(GROUP_METADATA_VALUE, GROUP_METADATA_VALUE_VERSION, fields)
+
+
+def _decode(api: Api, raw: bytes):
+    if len(raw) < 2:
+        raise ValueError("a record key or value shorter than its version")
+    (version,) = _VERSION.unpack_from(raw, 0)
+    if version < api.min_version:
+        raise ValueError(f"{api.name} version {version} does not exist")
+    version = min(version, api.max_version)
+    return version, api.codec(version, "request").decode(raw[2:])
+
+
+def decode_key(raw: bytes) -> tuple[str, object]:
+    """(record kind, key fields); ``UnknownRecordType`` for record types to skip."""
+    if len(raw) < 2:
+        raise ValueError("a record key shorter than its version")
+    (version,) = _VERSION.unpack_from(raw, 0)
+    api = _KEYS.get(version)
+    if api is None:
+        raise UnknownRecordType(version)
+    return _KIND[version], api.codec(version, "request").decode(raw[2:])
+
+
+def decode_value(kind: str, raw: bytes | None):
+    """The value fields of a record of ``kind``, or None for a tombstone."""
+    if raw is None:
+        return None
+    api = OFFSET_COMMIT_VALUE if kind == OFFSET_COMMIT else GROUP_METADATA_VALUE
+    return _decode(api, raw)[1]

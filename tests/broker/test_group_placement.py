@@ -1,0 +1,32 @@
+"""Groups land on the ``__consumer_offsets`` partition Kafka puts them on
+(test vectors computed with a real JVM, GROUP_COORDINATOR.md §2.1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.groups.placement import coordinator_partition, java_string_hashcode
+
+VECTORS = [
+    ("", 0, 0),
+    ("a", 97, 47),
+    ("group", 98629247, 47),
+    ("my-group", -1906497762, 12),
+    ("test-group", 627841412, 12),
+    ("console-consumer-12345", 158455506, 6),
+    ("connect-cluster", 1440343063, 13),
+    ("polygenelubricants", -2147483648, 0),
+    ("GydZG_", -2147483648, 0),
+    ("\u00e9t\u00e9", 227742, 42),
+    ("\U0001F600grp", 1276929186, 36),
+]
+
+
+@pytest.mark.parametrize("group,hashcode,partition", VECTORS)
+def test_the_partition_kafka_picks(group, hashcode, partition):
+    assert java_string_hashcode(group) == hashcode
+    assert coordinator_partition(group, 50) == partition
+
+
+def test_the_topic_s_actual_partition_count_counts():
+    assert coordinator_partition("my-group", 7) == 1906497762 % 7
