@@ -1,0 +1,103 @@
+"""Time for the coordinator core: clocks and one heap of deadlines.
+
+The core never reads the time itself and never sleeps: it is given ``now``
+(milliseconds) by the shell, which uses ``MonotonicClock``; unit tests use
+``ManualClock`` and advance it.
+
+``Deadlines`` holds every timer of the coordinator (session expiry, rebalance
+timeout, initial delay, pending-member and pending-sync timeouts, offset
+expiry) in one heap keyed by what the timer is for, e.g. ``("session",
+group, member)``.  Re-arming a key replaces its deadline (a heartbeat pushes a
+session expiry back) and cancelling forgets it; stale heap entries are
+skipped lazily, so either costs O(log n) and nothing is scanned.  The shell
+arms a single loop timer for ``next_deadline()`` and, when it fires, asks for
+``pop_due(now)``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from typing import Any, Hashable
+
+
+class MonotonicClock:
+    """Milliseconds from the monotonic clock (never goes back)."""
+
+    def __call__(self) -> int:
+        return time.monotonic_ns() // 1_000_000
+
+
+class ManualClock:
+    """A clock tests move by hand."""
+
+    def __init__(self, now: int = 0):
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, ms: int) -> int:
+        if ms < 0:
+            raise ValueError("a clock does not go back")
+        self.now += ms
+        return self.now
+
+
+class Deadlines:
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, Hashable]] = []
+        self._armed: dict[Hashable, tuple[int, int, Any]] = {}  # key -> (when, seq, payload)
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._armed)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._armed
+
+    def schedule(self, key: Hashable, when: int, payload: Any = None) -> None:
+        """Arm ``key`` for ``when``, replacing any deadline it had."""
+        seq = next(self._seq)
+        self._armed[key] = (when, seq, payload)
+        heapq.heappush(self._heap, (when, seq, key))
+        if len(self._heap) > 2 * len(self._armed) + 64:
+            self._compact()
+
+    def cancel(self, key: Hashable) -> bool:
+        return self._armed.pop(key, None) is not None
+
+    def deadline(self, key: Hashable) -> int | None:
+        armed = self._armed.get(key)
+        return None if armed is None else armed[0]
+
+    def next_deadline(self) -> int | None:
+        self._drop_stale()
+        return self._heap[0][0] if self._heap else None
+
+    def pop_due(self, now: int) -> list[tuple[Hashable, Any]]:
+        """Every key due at ``now`` (deadline <= now), earliest first; they are disarmed."""
+        due = []
+        while True:
+            self._drop_stale()
+            if not self._heap or self._heap[0][0] > now:
+                return due
+            _when, _seq, key = heapq.heappop(self._heap)
+            _w, _s, payload = self._armed.pop(key)
+            due.append((key, payload))
+
+    def _drop_stale(self) -> None:
+        heap = self._heap
+        while heap:
+            when, seq, key = heap[0]
+            armed = self._armed.get(key)
+            if armed is not None and armed[1] == seq:
+                return
+            heapq.heappop(heap)
+
+    def _compact(self) -> None:
+        """Rebuild the heap from the armed deadlines when stale entries pile up
+        (heartbeats re-arm the same keys again and again)."""
+        self._heap = [(when, seq, key) for key, (when, seq, _p) in self._armed.items()]
+        heapq.heapify(self._heap)
