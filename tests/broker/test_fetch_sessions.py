@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import random
 
+from broker.groups.timers import ManualClock
 from broker.topics.fetch_sessions import INT32_MAX, FetchSessionCache, next_epoch
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
 
 
 def test_epochs_start_at_one_and_wrap_to_one():
@@ -21,7 +14,7 @@ def test_epochs_start_at_one_and_wrap_to_one():
 
 
 def test_a_full_cache_evicts_only_sessions_idle_long_enough():
-    clock = Clock()
+    clock = ManualClock(0)  # the cache counts in seconds
     cache = FetchSessionCache(max_slots=2, eviction_ms=1000, clock=clock, rng=random.Random(1))
     first = cache.create(False)
     second = cache.create(False)
