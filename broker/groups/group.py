@@ -1,0 +1,224 @@
+"""A classic consumer group: its state, members and the rules that need no clock
+(GROUP_COORDINATOR.md §3): state transitions, leader election, protocol
+support and selection, the subscribed topics of a consumer group, and the
+GroupMetadata record it is persisted as and loaded from (§13).
+
+Plain synchronous data: the coordinator core drives it with ``now`` given.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+class GroupState(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+S = GroupState
+# Target state -> the states it may be entered from (GroupMetadata.validPreviousStates).
+VALID_PREVIOUS = {
+    S.PREPARING_REBALANCE: {S.STABLE, S.COMPLETING_REBALANCE, S.EMPTY},
+    S.COMPLETING_REBALANCE: {S.PREPARING_REBALANCE},
+    S.STABLE: {S.COMPLETING_REBALANCE},
+    S.EMPTY: {S.PREPARING_REBALANCE},
+    S.DEAD: set(GroupState),
+}
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+class IllegalTransition(RuntimeError):
+    pass
+
+
+@dataclass(slots=True)
+class Member:
+    member_id: str
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]  # in the member's order of preference
+    group_instance_id: str | None = None
+    assignment: bytes = b""
+    is_new: bool = False
+
+    def protocol_names(self) -> list[str]:
+        return [name for name, _meta in self.protocols]
+
+    def metadata(self, protocol: str) -> bytes:
+        for name, meta in self.protocols:
+            if name == protocol:
+                return meta
+        raise KeyError(f"member {self.member_id} does not support protocol {protocol}")
+
+
+@dataclass
+class Group:
+    group_id: str
+    state: GroupState = GroupState.EMPTY
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str | None = None
+    current_state_timestamp: int = -1
+    members: dict[str, Member] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    pending_members: set[str] = field(default_factory=set)
+    pending_sync: set[str] = field(default_factory=set)
+    _support: Counter = field(default_factory=Counter)
+
+    # -- state ---------------------------------------------------------------
+
+    def transition_to(self, target: GroupState, now: int) -> None:
+        if self.state not in VALID_PREVIOUS[target]:
+            raise IllegalTransition(f"group {self.group_id}: {self.state.value} -> {target.value}")
+        self.state = target
+        self.current_state_timestamp = now
+
+    def is_in(self, *states: GroupState) -> bool:
+        return self.state in states
+
+    # -- members ---------------------------------------------------------------
+
+    def add_member(self, member: Member) -> None:
+        """A new member; the first one sets the protocol type, and a group
+        without a leader gets this member as its leader."""
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        self.members[member.member_id] = member
+        self._support.update(set(member.protocol_names()))
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+
+    def remove_member(self, member_id: str) -> Member | None:
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return None
+        self._support.subtract(set(member.protocol_names()))
+        if member.group_instance_id is not None and \
+                self.static_members.get(member.group_instance_id) == member_id:
+            del self.static_members[member.group_instance_id]
+        self.pending_sync.discard(member_id)
+        if self.leader_id == member_id:
+            # Kafka takes an arbitrary remaining member; the oldest one here.
+            self.leader_id = next(iter(self.members), None)
+        return member
+
+    def update_protocols(self, member: Member, protocols: list[tuple[str, bytes]]) -> None:
+        self._support.subtract(set(member.protocol_names()))
+        member.protocols = protocols
+        self._support.update(set(member.protocol_names()))
+
+    # -- protocols -------------------------------------------------------------
+
+    def supports_protocols(self, protocol_type: str, names: list[str]) -> bool:
+        """GroupMetadata.supportsProtocols: may a member with these protocols join?"""
+        if self.state is GroupState.EMPTY:
+            return bool(protocol_type) and bool(names)
+        return protocol_type == self.protocol_type and any(
+            self._support[name] == len(self.members) for name in names)
+
+    def candidate_protocols(self) -> list[str]:
+        """The protocols every member supports, in the leader's order of preference."""
+        everyone = len(self.members)
+        order = self.members[self.leader_id].protocol_names() if self.leader_id in self.members \
+            else next(iter(self.members.values())).protocol_names()
+        return [name for name in order if self._support[name] == everyone]
+
+    def select_protocol(self) -> str:
+        """Each member votes for its first candidate; most votes win (ties: the
+        leader's preference, where Kafka's is arbitrary)."""
+        if not self.members:
+            raise ValueError(f"group {self.group_id} has no members to select a protocol")
+        candidates = self.candidate_protocols()
+        if not candidates:
+            raise ValueError(f"the members of group {self.group_id} share no protocol")
+        votes = Counter(next(name for name in m.protocol_names() if name in candidates)
+                        for m in self.members.values())
+        return max(candidates, key=lambda name: (votes[name], -candidates.index(name)))
+
+    # -- consumer subscriptions (§3.4) ---------------------------------------------
+
+    def subscribed_topics(self) -> set[str] | None:
+        """The topics a consumer group subscribes to; None when unknown (not a
+        consumer group, no protocol selected, or unreadable metadata)."""
+        if self.protocol_type == CONSUMER_PROTOCOL_TYPE and not self.members:
+            return set()
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        try:
+            for member in self.members.values():
+                topics |= subscription_topics(member.metadata(self.protocol_name))
+        except (ValueError, KeyError, struct.error, UnicodeDecodeError):
+            return None
+        return topics
+
+    # -- persistence (§13) -----------------------------------------------------------
+
+    def metadata_record(self) -> dict:
+        """The GroupMetadataValue of the group as it is now (written as v3)."""
+        return {
+            "protocol_type": self.protocol_type or "",
+            "generation": self.generation,
+            "protocol": self.protocol_name,
+            "leader": self.leader_id,
+            "current_state_timestamp": self.current_state_timestamp,
+            "members": [{
+                "member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id, "client_host": m.client_host,
+                "rebalance_timeout": m.rebalance_timeout_ms,
+                "session_timeout": m.session_timeout_ms,
+                "subscription": m.metadata(self.protocol_name) if self.protocol_name else b"",
+                "assignment": m.assignment,
+            } for m in self.members.values()],
+        }
+
+    @classmethod
+    def from_record(cls, group_id: str, value) -> "Group":
+        """A group as loaded from its GroupMetadata record: Stable with members,
+        Empty without (GroupMetadataManager.loadGroup)."""
+        group = cls(group_id, generation=value.generation,
+                    protocol_type=value.protocol_type or None,
+                    protocol_name=value.protocol, leader_id=None,
+                    current_state_timestamp=value.current_state_timestamp)
+        for m in value.members:
+            # v0 records have no rebalance timeout: the session timeout stands in.
+            rebalance = m.rebalance_timeout if m.rebalance_timeout != -1 else m.session_timeout
+            group.add_member(Member(
+                m.member_id, m.client_id, m.client_host, rebalance, m.session_timeout,
+                group.protocol_type or "", [(value.protocol or "", m.subscription)],
+                group_instance_id=m.group_instance_id, assignment=m.assignment))
+        group.leader_id = value.leader if value.leader in group.members else group.leader_id
+        group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+        return group
+
+
+def subscription_topics(metadata: bytes) -> set[str]:
+    """The topics of a ConsumerProtocolSubscription, read with the v0 layout
+    whatever its version says (as Kafka's group coordinator reads it)."""
+    pos = 2  # int16 version
+    (count,) = struct.unpack_from(">i", metadata, pos)
+    pos += 4
+    if count < 0:
+        raise ValueError("negative topic count")
+    topics = set()
+    for _ in range(count):
+        (length,) = struct.unpack_from(">h", metadata, pos)
+        pos += 2
+        if length < 0 or pos + length > len(metadata):
+            raise ValueError("bad topic name length")
+        topics.add(metadata[pos:pos + length].decode("utf-8"))
+        pos += length
+    return topics
