@@ -12,6 +12,7 @@ import enum
 import struct
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class GroupState(enum.Enum):
@@ -50,9 +51,17 @@ class Member:
     group_instance_id: str | None = None
     assignment: bytes = b""
     is_new: bool = False
+    # The parked JoinGroup / SyncGroup of this member: an opaque ticket the
+    # shell answers, or None.
+    awaiting_join: Any = None
+    awaiting_sync: Any = None
 
     def protocol_names(self) -> list[str]:
         return [name for name, _meta in self.protocols]
+
+    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
+        """Same protocols, same order, byte-identical metadata (ClassicGroupMember.matches)."""
+        return [(n, bytes(m)) for n, m in self.protocols] == [(n, bytes(m)) for n, m in protocols]
 
     def metadata(self, protocol: str) -> bytes:
         for name, meta in self.protocols:
@@ -65,6 +74,7 @@ class Member:
 class Group:
     group_id: str
     state: GroupState = GroupState.EMPTY
+    previous_state: GroupState = GroupState.EMPTY
     generation: int = 0
     protocol_type: str | None = None
     protocol_name: str | None = None
@@ -74,6 +84,7 @@ class Group:
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     pending_members: set[str] = field(default_factory=set)
     pending_sync: set[str] = field(default_factory=set)
+    new_member_added: bool = False  # extends the initial rebalance delay (KIP-134)
     _support: Counter = field(default_factory=Counter)
 
     # -- state ---------------------------------------------------------------
@@ -81,6 +92,7 @@ class Group:
     def transition_to(self, target: GroupState, now: int) -> None:
         if self.state not in VALID_PREVIOUS[target]:
             raise IllegalTransition(f"group {self.group_id}: {self.state.value} -> {target.value}")
+        self.previous_state = self.state
         self.state = target
         self.current_state_timestamp = now
 
@@ -119,6 +131,18 @@ class Group:
         self._support.subtract(set(member.protocol_names()))
         member.protocols = protocols
         self._support.update(set(member.protocol_names()))
+
+    def rebalance_timeout_ms(self) -> int:
+        """The longest rebalance timeout of the members (0 without members)."""
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def awaiting_join_count(self) -> int:
+        return sum(1 for m in self.members.values() if m.awaiting_join is not None)
+
+    def has_all_members_joined(self) -> bool:
+        """Every member has a parked JoinGroup and no member id is pending."""
+        return not self.pending_members and all(
+            m.awaiting_join is not None for m in self.members.values())
 
     # -- protocols -------------------------------------------------------------
 
@@ -167,8 +191,9 @@ class Group:
 
     # -- persistence (§13) -----------------------------------------------------------
 
-    def metadata_record(self) -> dict:
-        """The GroupMetadataValue of the group as it is now (written as v3)."""
+    def metadata_record(self, assignment: dict[str, bytes] | None = None) -> dict:
+        """The GroupMetadataValue of the group as it is now (written as v3), with
+        ``assignment`` instead of the members' current ones when given."""
         return {
             "protocol_type": self.protocol_type or "",
             "generation": self.generation,
@@ -181,7 +206,8 @@ class Group:
                 "rebalance_timeout": m.rebalance_timeout_ms,
                 "session_timeout": m.session_timeout_ms,
                 "subscription": m.metadata(self.protocol_name) if self.protocol_name else b"",
-                "assignment": m.assignment,
+                "assignment": m.assignment if assignment is None
+                else assignment.get(m.member_id, b""),
             } for m in self.members.values()],
         }
 

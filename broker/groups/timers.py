@@ -29,6 +29,18 @@ class MonotonicClock:
         return time.monotonic_ns() // 1_000_000
 
 
+class WallClock:
+    """Wall-clock milliseconds that never go back: the time of day at start-up,
+    moved on by the monotonic clock.  Kafka stamps commits and state changes
+    with the time of day, and its timers must not jump with it."""
+
+    def __init__(self) -> None:
+        self._base = time.time_ns() // 1_000_000 - time.monotonic_ns() // 1_000_000
+
+    def __call__(self) -> int:
+        return self._base + time.monotonic_ns() // 1_000_000
+
+
 class ManualClock:
     """A clock tests move by hand."""
 
@@ -86,6 +98,16 @@ class Deadlines:
             _when, _seq, key = heapq.heappop(self._heap)
             _w, _s, payload = self._armed.pop(key)
             due.append((key, payload))
+
+    def pop_next_due(self, now: int) -> tuple[Hashable, Any] | None:
+        """The earliest key due at ``now``, disarmed; None if none is due.  Taking
+        them one at a time lets firing one cancel another that is also due."""
+        self._drop_stale()
+        if not self._heap or self._heap[0][0] > now:
+            return None
+        _when, _seq, key = heapq.heappop(self._heap)
+        _w, _s, payload = self._armed.pop(key)
+        return key, payload
 
     def _drop_stale(self) -> None:
         heap = self._heap

@@ -1,0 +1,1212 @@
+"""The group coordinator core: Kafka's classic group protocol and offset
+management as a pure, synchronous state machine (GROUP_COORDINATOR.md §3-§13).
+
+Every operation takes ``now`` (milliseconds) and an opaque ``ticket`` that
+stands for the request waiting for its answer, changes the state, and returns
+an ``Outcome``: the answers to give (``(ticket, response)``), and the records
+to append to ``__consumer_offsets`` (``Write``), each with the continuation to
+call once the append is durable (or has failed).  The core performs no I/O and
+never reads a clock; the shell (``broker.groups.service``) appends, waits and
+answers.  Timers (session expiry, join and initial delays, pending members,
+pending syncs, offset expiry) live in one ``Deadlines`` heap: the shell calls
+``tick(now)`` at ``next_deadline()``.
+
+Where Kafka's legacy (3.9) and new (4.x) coordinators differ, this is the new
+one (``GroupMetadataManager``/``OffsetMetadataManager`` in
+``group-coordinator``): the checks at the front of a request come in its
+order, a group created by JoinGroup is persisted at once, the initial delay
+is extended whenever a rebalance started from Empty, several members leaving
+together trigger one rebalance, and DeleteGroups answers once its tombstones
+are durable.
+
+Responses are plain dicts with the fields of the newest version; the API
+handlers shape them for the version asked.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from broker.groups.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member
+from broker.groups.offsets import OffsetAndMetadata, OffsetStore
+from broker.groups.placement import coordinator_partition
+from broker.groups.timers import Deadlines
+from protocol import group_records as G
+from protocol.errors import ErrorCode as E
+
+log = structlog.get_logger("kcoord.groups")
+
+S = GroupState
+NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000  # Kafka's hard-coded join timeout of a new member
+CLASSIC = "classic"
+
+
+@dataclass(slots=True)
+class CoordinatorConfig:
+    partitions: int = 50
+    min_session_timeout_ms: int = 6_000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 0
+    max_group_size: int = 2**31 - 1
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offsets_retention_check_interval_ms: int = 600_000
+
+
+@dataclass
+class Write:
+    """Records for one ``__consumer_offsets`` partition; ``done(error, now)`` is
+    called once they are durable (``E.NONE``) or the append failed."""
+    partition: int
+    records: list[tuple[bytes, bytes | None]]
+    done: Callable[[E, int], "Outcome"] | None = None
+
+
+@dataclass
+class Outcome:
+    answers: list[tuple[Any, Any]] = field(default_factory=list)
+    writes: list[Write] = field(default_factory=list)
+
+    def answer(self, ticket, response) -> "Outcome":
+        if ticket is not None:
+            self.answers.append((ticket, response))
+        return self
+
+    def merge(self, other: "Outcome | None") -> "Outcome":
+        if other is not None:
+            self.answers.extend(other.answers)
+            self.writes.extend(other.writes)
+        return self
+
+
+@dataclass(slots=True)
+class JoinRequest:
+    group_id: str
+    member_id: str
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    group_instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    version: int = 9
+    reason: str | None = None
+
+
+def join_error(code: E, member_id: str = "") -> dict:
+    return {"error_code": code, "generation_id": -1, "protocol_type": None,
+            "protocol_name": None, "leader": "", "skip_assignment": False,
+            "member_id": member_id, "members": []}
+
+
+def sync_answer(code: E, assignment: bytes = b"", protocol_type=None, protocol_name=None) -> dict:
+    return {"error_code": code, "protocol_type": protocol_type,
+            "protocol_name": protocol_name, "assignment": assignment}
+
+
+def map_write_error(code: E) -> E:
+    """GroupMetadataManager.appendGroupMetadataErrorToResponseError (new coordinator)."""
+    if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.REQUEST_TIMED_OUT):
+        return E.COORDINATOR_NOT_AVAILABLE
+    if code in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
+        return E.NOT_COORDINATOR
+    if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
+        return E.UNKNOWN_SERVER_ERROR
+    return code
+
+
+def java_length(text: str) -> int:
+    return len(text) + sum(1 for c in text if ord(c) > 0xFFFF)
+
+
+class GroupCoordinator:
+    def __init__(self, config: CoordinatorConfig | None = None, *, now: int = 0,
+                 new_uuid: Callable[[], str] = lambda: str(uuid.uuid4())):
+        self.config = config or CoordinatorConfig()
+        self.groups: dict[str, Group] = {}
+        self.offsets = OffsetStore()
+        self.timers = Deadlines()
+        self.loading: set[int] = set()
+        self._new_uuid = new_uuid
+        # Offset writes not yet durable: group -> {partition: sequence of the
+        # latest write}.  A commit becomes visible once durable unless a later
+        # write (a deletion) of the same partition was issued meanwhile, so the
+        # live state is always what replaying the log gives.
+        self._in_flight: dict[str, dict[tuple[str, int], int]] = {}
+        self._write_seq = itertools.count(1)
+        # group -> generation whose assignment is being written
+        self._assigning: dict[str, int] = {}
+        self.timers.schedule(("offset-expiry",),
+                             now + self.config.offsets_retention_check_interval_ms)
+
+    # == placement and the checks in front of every request ======================
+
+    def partition_for(self, group_id: str) -> int:
+        return coordinator_partition(group_id, self.config.partitions)
+
+    def _loading(self, group_id: str) -> bool:
+        return bool(self.loading) and self.partition_for(group_id) in self.loading
+
+    def _write(self, group_id: str, records, done=None) -> Write:
+        return Write(self.partition_for(group_id), records, done)
+
+    def _group_record(self, group: Group, assignment=None) -> tuple[bytes, bytes]:
+        return (G.group_metadata_key(group.group_id),
+                G.group_metadata_value(group.metadata_record(assignment)))
+
+    # == timers =======================================================================
+
+    def next_deadline(self) -> int | None:
+        return self.timers.next_deadline()
+
+    def tick(self, now: int) -> Outcome:
+        out = Outcome()
+        # One at a time, earliest first: firing one may cancel another that is
+        # also due, or arm one that is already due (the initial delay extended
+        # by 0 ms).
+        while (due := self.timers.pop_next_due(now)) is not None:
+            out.merge(self._fire(due, now))
+        return out
+
+    def _fire(self, due, now: int) -> Outcome | None:
+        key, payload = due
+        kind = key[0]
+        if kind == "session":
+            return self._session_expired(key[1], key[2], now)
+        if kind == "join":
+            return self._join_timer(key[1], payload, now)
+        if kind == "sync":
+            return self._pending_sync_expired(key[1], payload, now)
+        # "offset-expiry": the periodic sweep, armed again at once.
+        self.timers.schedule(key, now + self.config.offsets_retention_check_interval_ms)
+        return self.expire_offsets(now)
+
+    def _arm_session(self, group: Group, member: Member, now: int, timeout: int | None = None):
+        self.timers.schedule(("session", group.group_id, member.member_id),
+                             now + (member.session_timeout_ms if timeout is None else timeout))
+
+    def _cancel_session(self, group: Group, member_id: str) -> None:
+        self.timers.cancel(("session", group.group_id, member_id))
+
+    def _session_expired(self, group_id: str, member_id: str, now: int) -> Outcome | None:
+        group = self.groups.get(group_id)
+        if group is None or group.state is S.DEAD:
+            return None
+        if member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            log.info("group.pending_member_expired", group_id=group_id, member_id=member_id,
+                     reason="did not re-join with the member id it was given in time")
+            if group.state is S.PREPARING_REBALANCE and group.has_all_members_joined():
+                return self._complete_join(group, now)
+            return None
+        member = group.members.get(member_id)
+        if member is None:
+            return None
+        if not member.is_new and (member.awaiting_join is not None or
+                                  member.awaiting_sync is not None):
+            return None  # members waiting in a rebalance count as alive
+        log.info("group.member_expired", group_id=group_id, member_id=member_id,
+                 generation=group.generation, state=group.state.value,
+                 reason="new member did not complete its join in time" if member.is_new
+                 else f"no heartbeat within the session timeout ({member.session_timeout_ms} ms)")
+        return self._remove_member_and_update(group, member, now,
+                                              f"member {member_id} expired")
+
+    def _remove_member_and_update(self, group: Group, member: Member, now: int,
+                                  reason: str) -> Outcome:
+        out = Outcome()
+        self._drop_member(group, member, out)
+        if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
+            out.merge(self._rebalance_or_complete(group, reason, now))
+        elif group.state is S.PREPARING_REBALANCE and group.has_all_members_joined():
+            out.merge(self._complete_join(group, now))
+        return out
+
+    def _drop_member(self, group: Group, member: Member, out: Outcome) -> None:
+        """Remove a member; its parked JoinGroup is answered UNKNOWN_MEMBER_ID."""
+        if member.awaiting_join is not None:
+            out.answer(member.awaiting_join, join_error(E.UNKNOWN_MEMBER_ID))
+            member.awaiting_join = None
+        self._cancel_session(group, member.member_id)
+        group.remove_member(member.member_id)
+
+    # == rebalancing ==================================================================
+
+    def _rebalance_or_complete(self, group: Group, reason: str, now: int) -> Outcome:
+        if group.state in (S.STABLE, S.COMPLETING_REBALANCE, S.EMPTY):
+            return self._prepare_rebalance(group, reason, now)
+        return self._maybe_complete_join(group, now)
+
+    def _prepare_rebalance(self, group: Group, reason: str, now: int) -> Outcome:
+        out = Outcome()
+        if group.state is S.COMPLETING_REBALANCE:
+            self._propagate_assignment_error(group, E.REBALANCE_IN_PROGRESS, out)
+        group.pending_sync.clear()
+        self.timers.cancel(("sync", group.group_id))
+        initial = group.state is S.EMPTY
+        old_state = group.state
+        group.transition_to(S.PREPARING_REBALANCE, now)
+        log.info("group.rebalance_started", group_id=group.group_id,
+                 generation=group.generation, previous_state=old_state.value,
+                 members=len(group.members), reason=reason)
+        if initial:
+            delay = self.config.initial_rebalance_delay_ms
+            remaining = max(group.rebalance_timeout_ms() - delay, 0)
+            self.timers.schedule(("join", group.group_id), now + delay,
+                                 ("initial", delay, remaining))
+            return out
+        if group.has_all_members_joined():
+            return out.merge(self._complete_join(group, now))
+        self.timers.schedule(("join", group.group_id), now + group.rebalance_timeout_ms(),
+                             ("normal",))
+        return out
+
+    def _maybe_complete_join(self, group: Group, now: int) -> Outcome | None:
+        if group.state is not S.PREPARING_REBALANCE:
+            return None
+        if group.previous_state is S.EMPTY:
+            return None  # the initial delay never completes early
+        if not group.has_all_members_joined():
+            return None
+        return self._complete_join(group, now)
+
+    def _join_timer(self, group_id: str, payload, now: int) -> Outcome | None:
+        group = self.groups.get(group_id)
+        if group is None or group.state is not S.PREPARING_REBALANCE:
+            return None
+        if payload[0] == "initial":
+            _, delay, remaining = payload
+            if group.new_member_added and remaining != 0:
+                group.new_member_added = False
+                next_delay = min(self.config.initial_rebalance_delay_ms, remaining)
+                self.timers.schedule(("join", group_id), now + next_delay,
+                                     ("initial", next_delay, max(remaining - delay, 0)))
+                return None
+        return self._complete_join(group, now)
+
+    def _complete_join(self, group: Group, now: int) -> Outcome:
+        """The join phase ends: a new generation (GroupMetadataManager.completeClassicGroupJoin)."""
+        out = Outcome()
+        self.timers.cancel(("join", group.group_id))
+        gone = [m for m in group.members.values()
+                if m.awaiting_join is None and m.group_instance_id is None]
+        for member in gone:
+            self._cancel_session(group, member.member_id)
+            group.remove_member(member.member_id)
+        if gone:
+            log.info("group.members_removed", group_id=group.group_id,
+                     members=[m.member_id for m in gone], generation=group.generation,
+                     reason="did not re-join before the rebalance timeout")
+        if group.state is S.DEAD:
+            return out
+        if group.members and not self._elect_joined_leader(group):
+            log.warning("group.rebalance_stalled", group_id=group.group_id,
+                        reason="no member re-joined; waiting for their sessions to expire")
+            self.timers.schedule(("join", group.group_id), now + group.rebalance_timeout_ms(),
+                                 ("normal",))
+            return out
+        group.generation += 1
+        group.pending_sync.clear()
+        if not group.members:
+            group.protocol_name = None
+            group.transition_to(S.EMPTY, now)
+            log.info("group.empty", group_id=group.group_id, generation=group.generation,
+                     reason="no members left after the join phase")
+            out.writes.append(self._write(group.group_id, [self._group_record(group, {})]))
+            return out
+        group.protocol_name = group.select_protocol()
+        group.transition_to(S.COMPLETING_REBALANCE, now)
+        log.info("group.generation_started", group_id=group.group_id,
+                 generation=group.generation, protocol=group.protocol_name,
+                 leader=group.leader_id, members=len(group.members))
+        everyone = self._member_list(group)
+        for member in group.members.values():
+            if member.awaiting_join is not None:
+                out.answer(member.awaiting_join, self._join_success(
+                    group, member.member_id,
+                    everyone if member.member_id == group.leader_id else []))
+                member.awaiting_join = None
+            self._arm_session(group, member, now)
+            member.is_new = False
+            group.pending_sync.add(member.member_id)
+        self.timers.schedule(("sync", group.group_id), now + group.rebalance_timeout_ms(),
+                             group.generation)
+        return out
+
+    @staticmethod
+    def _elect_joined_leader(group: Group) -> bool:
+        leader = group.members.get(group.leader_id)
+        if leader is not None and leader.awaiting_join is not None:
+            return True
+        for member in group.members.values():
+            if member.awaiting_join is not None:
+                group.leader_id = member.member_id
+                return True
+        return False
+
+    @staticmethod
+    def _member_list(group: Group) -> list[dict]:
+        return [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                 "metadata": m.metadata(group.protocol_name)} for m in group.members.values()]
+
+    @staticmethod
+    def _join_success(group: Group, member_id: str, members, *, leader=None,
+                      skip_assignment=False) -> dict:
+        return {"error_code": E.NONE, "generation_id": group.generation,
+                "protocol_type": group.protocol_type, "protocol_name": group.protocol_name,
+                "leader": group.leader_id if leader is None else leader,
+                "skip_assignment": skip_assignment, "member_id": member_id,
+                "members": members}
+
+    def _pending_sync_expired(self, group_id: str, generation: int, now: int):
+        group = self.groups.get(group_id)
+        if group is None or group.generation != generation:
+            return None
+        if group.state not in (S.COMPLETING_REBALANCE, S.STABLE) or not group.pending_sync:
+            return None
+        late = sorted(group.pending_sync)
+        for member_id in late:
+            self._cancel_session(group, member_id)
+            group.remove_member(member_id)
+        log.info("group.members_removed", group_id=group_id, members=late,
+                 generation=generation, reason="no SyncGroup before the rebalance timeout")
+        return self._prepare_rebalance(group, f"members {late} did not sync in time", now)
+
+    def _propagate_assignment_error(self, group: Group, code: E, out: Outcome) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+            if member.awaiting_sync is not None:
+                out.answer(member.awaiting_sync, sync_answer(code))
+                member.awaiting_sync = None
+
+    # == JoinGroup =====================================================================
+
+    def join(self, ticket, req: JoinRequest, now: int) -> Outcome:
+        out = Outcome()
+        if not req.group_id:
+            return out.answer(ticket, join_error(E.INVALID_GROUP_ID, req.member_id))
+        if not (self.config.min_session_timeout_ms <= req.session_timeout_ms
+                <= self.config.max_session_timeout_ms):
+            return out.answer(ticket, join_error(E.INVALID_SESSION_TIMEOUT, req.member_id))
+        if self._loading(req.group_id):
+            return out.answer(ticket, join_error(E.COORDINATOR_LOAD_IN_PROGRESS, req.member_id))
+        new_member = req.member_id == ""
+        group = self.groups.get(req.group_id)
+        created = group is None
+        if group is None:
+            if not new_member:
+                return out.answer(ticket, join_error(E.UNKNOWN_MEMBER_ID, req.member_id))
+            group = self.groups[req.group_id] = Group(req.group_id)
+            log.info("group.created", group_id=req.group_id, reason="first JoinGroup")
+        if not self._accept_joining_member(group, req.member_id):
+            member = group.members.get(req.member_id)
+            if member is not None:
+                self._drop_member(group, member, out)
+            group.pending_members.discard(req.member_id)
+            out.answer(ticket, join_error(E.GROUP_MAX_SIZE_REACHED))
+        elif new_member:
+            self._join_new_member(ticket, group, req, now, out)
+        else:
+            self._join_known_member(ticket, group, req, now, out)
+        if created and not out.writes:
+            # The new coordinator persists a group created by JoinGroup at once
+            # (generation 0, no members), so that it exists durably.
+            record = (G.group_metadata_key(group.group_id), G.group_metadata_value(
+                {"protocol_type": "", "generation": 0, "protocol": None, "leader": None,
+                 "current_state_timestamp": now, "members": []}))
+            out.writes.append(self._write(group.group_id, [record],
+                                          self._created_group_write_done(group)))
+        return out
+
+    def _created_group_write_done(self, group: Group):
+        def done(error: E, now: int) -> Outcome:
+            out = Outcome()
+            if error is E.NONE:
+                return out
+            # Kafka reverts the creation: the group and its parked joins are gone.
+            log.warning("group.write_failed", group_id=group.group_id, error=error.name,
+                        record="new empty group")
+            for member in list(group.members.values()):
+                if member.awaiting_join is not None:
+                    out.answer(member.awaiting_join, join_error(map_write_error(error)))
+                    member.awaiting_join = None
+            if group.state is not S.DEAD:
+                group.transition_to(S.DEAD, now)
+            self._forget_group(group)
+            return out
+        return done
+
+    def _accept_joining_member(self, group: Group, member_id: str) -> bool:
+        limit = self.config.max_group_size
+        if group.state in (S.EMPTY, S.DEAD):
+            return True
+        member = group.members.get(member_id)
+        if group.state is S.PREPARING_REBALANCE:
+            return (member is not None and member.awaiting_join is not None) or \
+                group.awaiting_join_count() < limit
+        return member is not None or len(group.members) < limit
+
+    def _join_new_member(self, ticket, group: Group, req: JoinRequest, now: int, out: Outcome):
+        if group.state is S.DEAD:
+            out.answer(ticket, join_error(E.COORDINATOR_NOT_AVAILABLE))
+            return
+        if not group.supports_protocols(req.protocol_type, [n for n, _ in req.protocols]):
+            out.answer(ticket, join_error(E.INCONSISTENT_GROUP_PROTOCOL))
+            return
+        prefix = req.group_instance_id if req.group_instance_id is not None else req.client_id
+        member_id = f"{prefix}-{self._new_uuid()}"
+        if req.group_instance_id is not None:
+            old = group.static_members.get(req.group_instance_id)
+            if old is not None:
+                out.merge(self._replace_static_member(ticket, group, req, old, member_id, now))
+                return
+            out.merge(self._add_member(ticket, group, req, member_id, now))
+            return
+        if req.version >= 4:
+            # KIP-394: the member id is handed out first; the client joins again with it.
+            group.pending_members.add(member_id)
+            self.timers.schedule(("session", group.group_id, member_id),
+                                 now + req.session_timeout_ms)
+            log.info("group.member_id_required", group_id=group.group_id, member_id=member_id,
+                     state=group.state.value)
+            out.answer(ticket, join_error(E.MEMBER_ID_REQUIRED, member_id))
+            return
+        out.merge(self._add_member(ticket, group, req, member_id, now))
+
+    def _join_known_member(self, ticket, group: Group, req: JoinRequest, now: int,
+                           out: Outcome):
+        member_id = req.member_id
+        if group.state is S.DEAD:
+            out.answer(ticket, join_error(E.COORDINATOR_NOT_AVAILABLE, member_id))
+            return
+        if not group.supports_protocols(req.protocol_type, [n for n, _ in req.protocols]):
+            out.answer(ticket, join_error(E.INCONSISTENT_GROUP_PROTOCOL, member_id))
+            return
+        if member_id in group.pending_members:
+            out.merge(self._add_member(ticket, group, req, member_id, now))
+            return
+        error = self._validate_member(group, member_id, req.group_instance_id)
+        if error is not E.NONE:
+            out.answer(ticket, join_error(error, member_id))
+            return
+        member = group.members[member_id]
+        if group.state is S.PREPARING_REBALANCE:
+            out.merge(self._update_member_and_rebalance(
+                ticket, group, member, req, now, "member re-joined during the rebalance"))
+        elif group.state is S.COMPLETING_REBALANCE:
+            if member.matches(req.protocols):
+                # A lost JoinGroup answer: the current generation again.
+                out.answer(ticket, self._join_success(
+                    group, member_id,
+                    self._member_list(group) if member_id == group.leader_id else []))
+            else:
+                out.merge(self._update_member_and_rebalance(
+                    ticket, group, member, req, now, f"member {member_id} changed its metadata"))
+        elif group.state is S.STABLE:
+            if member_id == group.leader_id:
+                out.merge(self._update_member_and_rebalance(
+                    ticket, group, member, req, now, f"leader {member_id} re-joined"))
+            elif not member.matches(req.protocols):
+                out.merge(self._update_member_and_rebalance(
+                    ticket, group, member, req, now, f"member {member_id} changed its metadata"))
+            else:
+                out.answer(ticket, self._join_success(group, member_id, []))
+        else:
+            out.answer(ticket, join_error(E.UNKNOWN_MEMBER_ID, member_id))
+
+    @staticmethod
+    def _validate_member(group: Group, member_id: str, instance_id: str | None) -> E:
+        """ClassicGroup.validateMember: FENCED_INSTANCE_ID / UNKNOWN_MEMBER_ID."""
+        if instance_id is not None:
+            mapped = group.static_members.get(instance_id)
+            if mapped is None:
+                return E.UNKNOWN_MEMBER_ID
+            if mapped != member_id:
+                return E.FENCED_INSTANCE_ID
+        if member_id not in group.members:
+            return E.UNKNOWN_MEMBER_ID
+        return E.NONE
+
+    def _park_join(self, member: Member, ticket, out: Outcome) -> None:
+        # A second JoinGroup replaces the first (Kafka never answers that one; here
+        # it is told to re-join, so that no connection waits forever).
+        if member.awaiting_join is not None and member.awaiting_join is not ticket:
+            out.answer(member.awaiting_join, join_error(E.REBALANCE_IN_PROGRESS,
+                                                        member.member_id))
+        member.awaiting_join = ticket
+
+    def _update_member_and_rebalance(self, ticket, group: Group, member: Member,
+                                     req: JoinRequest, now: int, reason: str) -> Outcome:
+        group.update_protocols(member, list(req.protocols))
+        member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        member.session_timeout_ms = req.session_timeout_ms
+        out = Outcome()
+        self._park_join(member, ticket, out)
+        return out.merge(self._rebalance_or_complete(group, reason, now))
+
+    def _add_member(self, ticket, group: Group, req: JoinRequest, member_id: str,
+                    now: int) -> Outcome:
+        member = Member(member_id, req.client_id, req.client_host, req.rebalance_timeout_ms,
+                        req.session_timeout_ms, req.protocol_type, list(req.protocols),
+                        group_instance_id=req.group_instance_id, is_new=True)
+        if group.state is S.PREPARING_REBALANCE and group.previous_state is S.EMPTY:
+            group.new_member_added = True
+        group.add_member(member)
+        group.pending_members.discard(member_id)
+        out = Outcome()
+        self._park_join(member, ticket, out)
+        log.info("group.member_joined", group_id=group.group_id, member_id=member_id,
+                 group_instance_id=req.group_instance_id, client_id=req.client_id,
+                 generation=group.generation, state=group.state.value, reason=req.reason)
+        # A new member cannot heartbeat before its join is answered: it gets the
+        # long new-member timeout instead of its session timeout.
+        self._arm_session(group, member, now, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        return out.merge(self._rebalance_or_complete(group, f"new member {member_id} joined", now))
+
+    def _replace_static_member(self, ticket, group: Group, req: JoinRequest, old_id: str,
+                               new_id: str, now: int) -> Outcome:
+        """KIP-345: a static member restarted; its record moves to a new member id."""
+        out = Outcome()
+        current_leader = group.leader_id
+        member = group.members[old_id]
+        if member.awaiting_join is not None:
+            out.answer(member.awaiting_join, join_error(E.FENCED_INSTANCE_ID, old_id))
+            member.awaiting_join = None
+        if member.awaiting_sync is not None:
+            out.answer(member.awaiting_sync, sync_answer(E.FENCED_INSTANCE_ID))
+            member.awaiting_sync = None
+        self._move_member(group, member, new_id)
+        self._cancel_session(group, old_id)
+        self._arm_session(group, member, now)
+        old = (list(member.protocols), member.rebalance_timeout_ms, member.session_timeout_ms)
+        group.update_protocols(member, list(req.protocols))
+        member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        member.session_timeout_ms = req.session_timeout_ms
+        self._park_join(member, ticket, out)
+        log.info("group.static_member_replaced", group_id=group.group_id,
+                 group_instance_id=req.group_instance_id, old_member_id=old_id,
+                 member_id=new_id, generation=group.generation, state=group.state.value)
+        if group.state is S.STABLE:
+            if group.select_protocol() != group.protocol_name:
+                return out.merge(self._rebalance_or_complete(
+                    group, f"static member {new_id} changed the group's protocol", now))
+            def done(error: E, now: int) -> Outcome:
+                result = Outcome()
+                if member.awaiting_join is not ticket:
+                    return result
+                member.awaiting_join = None
+                if error is not E.NONE:
+                    log.warning("group.write_failed", group_id=group.group_id,
+                                error=error.name, record="static member replacement")
+                    if group.members.get(new_id) is member:
+                        group.update_protocols(member, old[0])
+                        member.rebalance_timeout_ms, member.session_timeout_ms = old[1], old[2]
+                        self._move_member(group, member, old_id)
+                        self._cancel_session(group, new_id)
+                        self._arm_session(group, member, now)
+                    answer = join_error(map_write_error(error))
+                    answer.update(generation_id=group.generation,
+                                  protocol_type=group.protocol_type,
+                                  protocol_name=group.protocol_name, leader=current_leader)
+                    return result.answer(ticket, answer)
+                if req.version >= 9:
+                    is_leader = group.leader_id == new_id
+                    return result.answer(ticket, self._join_success(
+                        group, new_id, self._member_list(group) if is_leader else [],
+                        skip_assignment=is_leader))
+                return result.answer(ticket, self._join_success(group, new_id, [],
+                                                                leader=current_leader))
+
+            out.writes.append(self._write(group.group_id, [self._group_record(group)], done))
+            return out
+        if group.state is S.COMPLETING_REBALANCE:
+            return out.merge(self._prepare_rebalance(
+                group, f"static member {new_id} replaced {old_id} during the sync phase", now))
+        return out.merge(self._maybe_complete_join(group, now))
+
+    @staticmethod
+    def _move_member(group: Group, member: Member, new_id: str) -> None:
+        old_id = member.member_id
+        was_leader = group.leader_id == old_id
+        pending_sync = old_id in group.pending_sync
+        group.remove_member(old_id)
+        member.member_id = new_id
+        group.add_member(member)
+        if was_leader:
+            group.leader_id = new_id
+        if pending_sync:
+            group.pending_sync.add(new_id)
+
+    # == SyncGroup ======================================================================
+
+    def sync(self, ticket, group_id: str, generation: int, member_id: str,
+             instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
+             assignments: Iterable[tuple[str, bytes]], now: int) -> Outcome:
+        out = Outcome()
+        if not group_id:
+            return out.answer(ticket, sync_answer(E.INVALID_GROUP_ID))
+        if self._loading(group_id):
+            return out.answer(ticket, sync_answer(E.COORDINATOR_LOAD_IN_PROGRESS))
+        group = self.groups.get(group_id)
+        if group is None or group.state is S.EMPTY:
+            return out.answer(ticket, sync_answer(E.UNKNOWN_MEMBER_ID))
+        if group.state is S.DEAD:
+            return out.answer(ticket, sync_answer(E.COORDINATOR_NOT_AVAILABLE))
+        error = self._validate_member(group, member_id, instance_id)
+        if error is E.NONE and generation != group.generation:
+            error = E.ILLEGAL_GENERATION
+        if error is E.NONE and (
+                (protocol_type is not None and protocol_type != group.protocol_type) or
+                (protocol_name is not None and protocol_name != group.protocol_name)):
+            error = E.INCONSISTENT_GROUP_PROTOCOL
+        if error is not E.NONE:
+            return out.answer(ticket, sync_answer(error))
+        if group.state is S.PREPARING_REBALANCE:
+            return out.answer(ticket, sync_answer(E.REBALANCE_IN_PROGRESS))
+        member = group.members[member_id]
+        self._sync_received(group, member_id)
+        if group.state is S.STABLE:
+            self._arm_session(group, member, now)
+            return out.answer(ticket, sync_answer(E.NONE, member.assignment,
+                                                  group.protocol_type, group.protocol_name))
+        if member.awaiting_sync is not None:  # replaced: told to re-join, never left waiting
+            out.answer(member.awaiting_sync, sync_answer(E.REBALANCE_IN_PROGRESS))
+        member.awaiting_sync = ticket  # CompletingRebalance
+        if member_id != group.leader_id or self._assigning.get(group_id) == generation:
+            # Followers wait for the leader; a leader that repeats its SyncGroup
+            # waits for the assignment already being written.
+            return out
+        assignment = {m: bytes(a) for m, a in assignments if m in group.members}
+        missing = [m for m in group.members if m not in assignment]
+        if missing:
+            log.warning("group.empty_assignments", group_id=group_id, members=missing,
+                        generation=group.generation)
+        for m in missing:
+            assignment[m] = b""
+        log.info("group.assignment_received", group_id=group_id, leader=member_id,
+                 generation=group.generation, members=len(group.members))
+
+        self._assigning[group_id] = generation
+
+        def done(error: E, now: int) -> Outcome:
+            result = Outcome()
+            if self._assigning.get(group_id) == generation:
+                del self._assigning[group_id]
+            if group.state is not S.COMPLETING_REBALANCE or group.generation != generation:
+                return result
+            if error is not E.NONE:
+                code = map_write_error(error)
+                log.warning("group.write_failed", group_id=group_id, error=error.name,
+                            record="assignment")
+                self._propagate_assignment_error(group, code, result)
+                return result.merge(self._rebalance_or_complete(
+                    group, f"the assignment could not be stored ({code.name})", now))
+            for m in group.members.values():
+                m.assignment = assignment.get(m.member_id, b"")
+                if m.awaiting_sync is not None:
+                    result.answer(m.awaiting_sync, sync_answer(
+                        E.NONE, m.assignment, group.protocol_type, group.protocol_name))
+                    m.awaiting_sync = None
+                    self._arm_session(group, m, now)
+            group.transition_to(S.STABLE, now)
+            log.info("group.stable", group_id=group_id, generation=group.generation,
+                     members=len(group.members), protocol=group.protocol_name)
+            return result
+
+        out.writes.append(self._write(group_id, [self._group_record(group, assignment)], done))
+        return out
+
+    def _sync_received(self, group: Group, member_id: str) -> None:
+        group.pending_sync.discard(member_id)
+        if group.state not in (S.COMPLETING_REBALANCE, S.STABLE) or not group.pending_sync:
+            self.timers.cancel(("sync", group.group_id))
+
+    # == Heartbeat ======================================================================
+
+    def heartbeat(self, group_id: str, generation: int, member_id: str,
+                  instance_id: str | None, now: int) -> E:
+        if not group_id:
+            return E.INVALID_GROUP_ID
+        if self._loading(group_id):
+            return E.NONE  # Kafka answers blindly while the group is loading
+        group = self.groups.get(group_id)
+        if group is None:
+            return E.UNKNOWN_MEMBER_ID
+        if group.state is S.DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE
+        error = self._validate_member(group, member_id, instance_id)
+        if error is not E.NONE:
+            return error
+        if generation != group.generation:
+            return E.ILLEGAL_GENERATION
+        if group.state is S.EMPTY:
+            return E.UNKNOWN_MEMBER_ID
+        self._arm_session(group, group.members[member_id], now)
+        if group.state is S.PREPARING_REBALANCE:
+            return E.REBALANCE_IN_PROGRESS
+        return E.NONE
+
+    # == LeaveGroup =====================================================================
+
+    def leave(self, group_id: str, members: list[tuple[str, str | None, str | None]],
+              now: int) -> tuple[E, list[E], Outcome]:
+        """``members``: (member id, instance id, reason).  Returns the top-level
+        error, one error per member, and what else happens."""
+        out = Outcome()
+        if not group_id:
+            return E.INVALID_GROUP_ID, [], out
+        if self._loading(group_id):
+            return E.COORDINATOR_LOAD_IN_PROGRESS, [], out
+        group = self.groups.get(group_id)
+        if group is None:
+            # Kafka 4.x answers each member, not the request.
+            return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(members), out
+        if group.state is S.DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE, [], out
+        errors = []
+        left = []
+        for member_id, instance_id, reason in members:
+            if member_id == "":
+                mapped = group.static_members.get(instance_id) if instance_id is not None \
+                    else None
+                if mapped is None:
+                    errors.append(E.UNKNOWN_MEMBER_ID)
+                    continue
+                target = mapped
+            elif member_id in group.pending_members:
+                group.pending_members.discard(member_id)
+                self._cancel_session(group, member_id)
+                errors.append(E.NONE)
+                left.append(member_id)
+                continue
+            else:
+                error = self._validate_member(group, member_id, instance_id)
+                if error is not E.NONE:
+                    errors.append(error)
+                    continue
+                target = member_id
+            log.info("group.member_left", group_id=group_id, member_id=target,
+                     group_instance_id=instance_id, generation=group.generation,
+                     reason=reason or "not provided")
+            self._drop_member(group, group.members[target], out)
+            errors.append(E.NONE)
+            left.append(target)
+        if left:
+            if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
+                out.merge(self._prepare_rebalance(group, f"members {left} left", now))
+            elif group.state is S.PREPARING_REBALANCE:
+                out.merge(self._maybe_complete_join(group, now))
+        return E.NONE, errors, out
+
+    # == OffsetCommit ===================================================================
+
+    def commit(self, ticket, group_id: str, generation: int, member_id: str,
+               instance_id: str | None, offsets: dict[tuple[str, int], OffsetAndMetadata],
+               now: int, *, version: int = 9, retention_ms: int = -1) -> Outcome:
+        """``offsets`` holds the partitions that passed the topic checks; the answer
+        is ``{(topic, partition): error}`` for them."""
+        out = Outcome()
+
+        def every(code: E) -> Outcome:
+            return out.answer(ticket, {tp: code for tp in offsets})
+
+        if group_id is None:
+            return every(E.INVALID_GROUP_ID)
+        if self._loading(group_id):
+            return every(E.COORDINATOR_LOAD_IN_PROGRESS)
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation >= 0:
+                return every(E.GROUP_ID_NOT_FOUND if version >= 9 else E.ILLEGAL_GENERATION)
+            group = self.groups[group_id] = Group(group_id)
+            log.info("group.created", group_id=group_id, reason="offset commit of a simple consumer")
+        error = self._validate_commit(group, generation, member_id, instance_id)
+        if error is not E.NONE:
+            return every(error)
+        if group.state in (S.STABLE, S.PREPARING_REBALANCE) and member_id in group.members:
+            self._arm_session(group, group.members[member_id], now)
+        answer = {}
+        stored = {}
+        expire = now + retention_ms if retention_ms != -1 else -1
+        for tp, committed in offsets.items():
+            if java_length(committed.metadata) > self.config.offset_metadata_max_bytes:
+                answer[tp] = E.OFFSET_METADATA_TOO_LARGE
+                continue
+            answer[tp] = E.NONE
+            stored[tp] = OffsetAndMetadata(
+                committed.offset, committed.leader_epoch if expire == -1 else -1,
+                committed.metadata, now, expire)
+        if not stored:
+            return out.answer(ticket, answer)
+
+        seq = self._issue(group_id, stored)
+
+        def done(error: E, now: int) -> Outcome:
+            result = Outcome()
+            latest = self._settle(group_id, seq, stored)
+            if error is not E.NONE:
+                code = map_write_error(error)
+                return result.answer(ticket, {tp: code if tp in stored else c
+                                              for tp, c in answer.items()})
+            if self.groups.get(group_id) is group:
+                self.offsets.apply(group_id, latest)
+            return result.answer(ticket, answer)
+
+        out.writes.append(self._write(group_id, OffsetStore.commit_records(group_id, stored),
+                                      done))
+        return out
+
+    def _issue(self, group_id: str, partitions) -> int:
+        """Register an offset write of ``partitions``; returns its sequence."""
+        seq = next(self._write_seq)
+        pending = self._in_flight.setdefault(group_id, {})
+        for tp in partitions:
+            pending[tp] = seq
+        return seq
+
+    def _settle(self, group_id: str, seq: int, changes: dict) -> dict:
+        """A write is durable: the changes no later write of the same partition overrides."""
+        pending = self._in_flight.get(group_id, {})
+        latest = {tp: v for tp, v in changes.items() if pending.get(tp) == seq}
+        for tp in latest:
+            del pending[tp]
+        if not pending:
+            self._in_flight.pop(group_id, None)
+        return latest
+
+    def _held_or_pending(self, group_id: str):
+        """The partitions with a committed offset or one being written."""
+        return set(self.offsets.groups.get(group_id, ())) | set(self._in_flight.get(group_id, ()))
+
+    def _delete_offsets_now(self, group_id: str, partitions, done=None) -> Write:
+        """Tombstones for ``partitions`` (those held or being written), applied to
+        the live state at once; a commit still in flight will not bring them back."""
+        partitions = list(partitions)
+        self.offsets.apply(group_id, {tp: None for tp in partitions})
+        seq = self._issue(group_id, partitions)
+        changes = {tp: None for tp in partitions}
+
+        def settled(error: E, now: int) -> Outcome:
+            self._settle(group_id, seq, changes)
+            return done(error, now) if done is not None else Outcome()
+
+        return self._write(group_id, self._offset_tombstones(group_id, partitions), settled)
+
+    def _validate_commit(self, group: Group, generation: int, member_id: str,
+                         instance_id: str | None) -> E:
+        if group.state is S.DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and group.state is S.EMPTY:
+            return E.NONE  # a simple consumer or an admin client
+        if generation >= 0 or member_id or instance_id is not None:
+            error = self._validate_member(group, member_id, instance_id)
+            if error is not E.NONE:
+                return error
+            if generation != group.generation:
+                return E.ILLEGAL_GENERATION
+        elif group.state is not S.EMPTY:
+            return E.UNKNOWN_MEMBER_ID
+        if group.state is S.COMPLETING_REBALANCE:
+            return E.REBALANCE_IN_PROGRESS
+        return E.NONE
+
+    # == OffsetFetch ====================================================================
+
+    def fetch_offsets(self, group_id: str | None, topics: list[tuple[str, list[int]]] | None
+                      ) -> tuple[E, list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]]:
+        """(group error, [(topic, [(partition, offset or None)])]); ``topics``
+        None asks for every committed partition."""
+        if group_id is None:
+            return E.INVALID_GROUP_ID, []
+        if self._loading(group_id):
+            return E.COORDINATOR_LOAD_IN_PROGRESS, []
+        group = self.groups.get(group_id)
+        held = self.offsets.offsets(group_id) if group is not None and \
+            group.state is not S.DEAD else {}
+        if topics is None:
+            by_topic: dict[str, list] = {}
+            for (topic, partition), committed in held.items():
+                by_topic.setdefault(topic, []).append((partition, committed))
+            return E.NONE, [(t, sorted(ps, key=lambda p: p[0])) for t, ps in by_topic.items()]
+        return E.NONE, [(topic, [(p, held.get((topic, p))) for p in partitions])
+                        for topic, partitions in topics]
+
+    # == DescribeGroups / ListGroups ======================================================
+
+    def describe(self, group_id: str | None) -> dict:
+        if group_id is None:
+            return {"error_code": E.INVALID_GROUP_ID, "group_id": group_id,
+                    "group_state": "", "protocol_type": "", "protocol_data": "", "members": []}
+        if self._loading(group_id):
+            return {"error_code": E.COORDINATOR_LOAD_IN_PROGRESS, "group_id": group_id,
+                    "group_state": "", "protocol_type": "", "protocol_data": "", "members": []}
+        group = self.groups.get(group_id)
+        if group is None or group.state is S.DEAD:
+            return {"error_code": E.NONE, "group_id": group_id, "group_state": S.DEAD.value,
+                    "protocol_type": "", "protocol_data": "", "members": []}
+        stable = group.state is S.STABLE
+        return {
+            "error_code": E.NONE, "group_id": group_id, "group_state": group.state.value,
+            "protocol_type": group.protocol_type or "",
+            "protocol_data": (group.protocol_name or "") if stable else "",
+            "members": [{
+                "member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id, "client_host": m.client_host,
+                "member_metadata": m.metadata(group.protocol_name) if stable else b"",
+                "member_assignment": m.assignment,  # shown in every state (describeNoMetadata)
+            } for m in group.members.values()],
+        }
+
+    def list_groups(self, states: list[str], types: list[str]) -> tuple[E, list[dict]]:
+        if self.loading:
+            return E.COORDINATOR_LOAD_IN_PROGRESS, []
+        wanted_states = {s.strip().lower() for s in states}
+        wanted_types = {t.strip().lower() for t in types}
+        if wanted_types and CLASSIC not in wanted_types:
+            return E.NONE, []
+        return E.NONE, [
+            {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
+             "group_state": g.state.value, "group_type": CLASSIC}
+            for g in self.groups.values()
+            if g.state is not S.DEAD and
+            (not wanted_states or g.state.value.lower() in wanted_states)]
+
+    # == DeleteGroups / OffsetDelete ========================================================
+
+    def delete_groups(self, ticket, group_ids: list[str], now: int) -> Outcome:
+        """The answer: ``{group id: error}`` once the tombstones are durable."""
+        out = Outcome()
+        answer: dict[str, E] = {}
+        deleting: list[Group] = []
+        for group_id in dict.fromkeys(group_ids):
+            if group_id is None:
+                answer[group_id] = E.INVALID_GROUP_ID
+                continue
+            if self._loading(group_id):
+                answer[group_id] = E.COORDINATOR_LOAD_IN_PROGRESS
+                continue
+            group = self.groups.get(group_id)
+            if group is None or group.state is S.DEAD:
+                answer[group_id] = E.GROUP_ID_NOT_FOUND
+            elif group.state is not S.EMPTY:
+                answer[group_id] = E.NON_EMPTY_GROUP
+            else:
+                answer[group_id] = E.NONE
+                deleting.append(group)
+        if not deleting:
+            return out.answer(ticket, answer)
+        remaining = {"writes": 0}
+
+        def finish(group: Group, settle, records_ok: E, now: int) -> Outcome:
+            result = Outcome()
+            settle()
+            if records_ok is not E.NONE:
+                answer[group.group_id] = map_write_error(records_ok)
+                if group.state is S.DEAD and self.groups.get(group.group_id) is group:
+                    group.state = S.EMPTY  # the deletion did not happen
+            else:
+                self._forget_group(group)
+            remaining["writes"] -= 1
+            if remaining["writes"] == 0:
+                result.answer(ticket, answer)
+            return result
+
+        for group in deleting:
+            records, settle = self._tombstones(group)
+            group.transition_to(S.DEAD, now)
+            log.info("group.deleted", group_id=group.group_id, generation=group.generation,
+                     reason="DeleteGroups")
+            remaining["writes"] += 1
+            out.writes.append(self._write(group.group_id, records,
+                                          lambda e, n, g=group, s=settle: finish(g, s, e, n)))
+        return out
+
+    def _tombstones(self, group: Group) -> tuple[list[tuple[bytes, None]], Callable[[], None]]:
+        """The tombstones of a deleted group, and what to call once they are durable."""
+        partitions = sorted(self._held_or_pending(group.group_id))
+        seq = self._issue(group.group_id, partitions)  # commits in flight stay deleted
+        records = self._offset_tombstones(group.group_id, partitions)
+        records.append((G.group_metadata_key(group.group_id), None))
+        return records, lambda: self._settle(group.group_id, seq,
+                                             {tp: None for tp in partitions})
+
+    def _forget_group(self, group: Group) -> None:
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+        self.offsets.groups.pop(group.group_id, None)
+        for member_id in list(group.members):
+            self._cancel_session(group, member_id)
+        self.timers.cancel(("join", group.group_id))
+        self.timers.cancel(("sync", group.group_id))
+
+    def delete_offsets(self, ticket, group_id: str | None,
+                       partitions: list[tuple[str, int]], now: int) -> Outcome:
+        """OffsetDelete: answer ``(group error, {(topic, partition): error})``."""
+        out = Outcome()
+        if group_id is None:
+            return out.answer(ticket, (E.INVALID_GROUP_ID, {}))
+        if self._loading(group_id):
+            return out.answer(ticket, (E.COORDINATOR_LOAD_IN_PROGRESS, {}))
+        group = self.groups.get(group_id)
+        if group is None or group.state is S.DEAD:
+            return out.answer(ticket, (E.GROUP_ID_NOT_FOUND, {}))
+        answer: dict[tuple[str, int], E] = {}
+        if group.state is S.EMPTY:
+            deleted = list(partitions)
+            answer = {tp: E.NONE for tp in partitions}
+        elif group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return out.answer(ticket, (E.NON_EMPTY_GROUP, {}))
+        else:
+            subscribed = group.subscribed_topics()
+            deleted = []
+            for tp in partitions:
+                if subscribed is None or tp[0] in subscribed:
+                    answer[tp] = E.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    answer[tp] = E.NONE
+                    deleted.append(tp)
+        present = self._held_or_pending(group_id)
+        deleted = [tp for tp in deleted if tp in present]
+        if not deleted:
+            return out.answer(ticket, (E.NONE, answer))
+
+        def done(error: E, now: int) -> Outcome:
+            if error is not E.NONE:
+                return Outcome().answer(ticket, (map_write_error(error), {}))
+            return Outcome().answer(ticket, (E.NONE, answer))
+
+        out.writes.append(self._delete_offsets_now(group_id, deleted, done))
+        return out
+
+    def delete_topic_offsets(self, topics: set[str], now: int) -> Outcome:
+        """A deleted topic's committed offsets get tombstones in every group."""
+        out = Outcome()
+        for group_id in set(self.offsets.groups) | set(self._in_flight):
+            gone = [tp for tp in self._held_or_pending(group_id) if tp[0] in topics]
+            if gone:
+                out.writes.append(self._delete_offsets_now(group_id, sorted(gone)))
+        return out
+
+    @staticmethod
+    def _offset_tombstones(group_id: str, partitions) -> list[tuple[bytes, None]]:
+        return [(G.offset_commit_key(group_id, t, p), None) for t, p in partitions]
+
+    # == offset expiry (§13.5) ================================================================
+
+    def expire_offsets(self, now: int) -> Outcome:
+        out = Outcome()
+        retention = self.config.offsets_retention_ms
+        for group in list(self.groups.values()):
+            if self._loading(group.group_id) or group.state is S.DEAD or \
+                    group.group_id in self._in_flight:
+                continue
+            held = self.offsets.groups.get(group.group_id, {})
+            expired = [tp for tp, o in held.items()
+                       if self._offset_expired(group, tp, o, now, retention)]
+            records = self._offset_tombstones(group.group_id, expired)
+            if expired:
+                self.offsets.apply(group.group_id, {tp: None for tp in expired})
+                log.info("group.offsets_expired", group_id=group.group_id,
+                         partitions=len(expired))
+            if group.state is S.EMPTY and not self.offsets.has_offsets(group.group_id):
+                group.transition_to(S.DEAD, now)
+                self._forget_group(group)
+                records.append((G.group_metadata_key(group.group_id), None))
+                log.info("group.deleted", group_id=group.group_id, generation=group.generation,
+                         reason="empty and all its offsets expired")
+            if records:
+                out.writes.append(self._write(group.group_id, records))
+        return out
+
+    @staticmethod
+    def _offset_expired(group: Group, tp, committed: OffsetAndMetadata, now: int,
+                        retention: int) -> bool:
+        if group.protocol_type is None:
+            clock = committed.commit_timestamp  # a simple group
+        elif group.state is S.EMPTY:
+            clock = group.current_state_timestamp if group.current_state_timestamp != -1 \
+                else committed.commit_timestamp
+        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.state is S.STABLE:
+            subscribed = group.subscribed_topics()
+            if subscribed is None or tp[0] in subscribed:
+                return False
+            clock = committed.commit_timestamp
+        else:
+            return False
+        if committed.expire_timestamp != -1:
+            return now >= committed.expire_timestamp
+        return now - clock >= retention
+
+    def unload_all(self) -> Outcome:
+        """The broker stops: parked requests are answered NOT_COORDINATOR, as
+        when Kafka unloads a partition, so their clients look elsewhere."""
+        out = Outcome()
+        for group in self.groups.values():
+            for member in group.members.values():
+                if member.awaiting_join is not None:
+                    out.answer(member.awaiting_join,
+                               join_error(E.NOT_COORDINATOR, member.member_id))
+                    member.awaiting_join = None
+                if member.awaiting_sync is not None:
+                    out.answer(member.awaiting_sync, sync_answer(E.NOT_COORDINATOR))
+                    member.awaiting_sync = None
+        return out
+
+    # == loading (§13.3) ======================================================================
+
+    def install(self, partition: int, loaded: "LoadedPartition", now: int) -> Outcome:
+        """Take over the groups and offsets replayed from a partition's log."""
+        out = Outcome()
+        for group_id, held in loaded.offsets.items():
+            if held:
+                self.offsets.groups[group_id] = held
+        for group_id, group in loaded.groups.items():
+            self.groups[group_id] = group
+            for member in group.members.values():
+                self._arm_session(group, member, now)
+            if len(group.members) > self.config.max_group_size:
+                out.merge(self._prepare_rebalance(
+                    group, "loaded with more members than group.max.size", now))
+        self.loading.discard(partition)
+        return out
+
+
+@dataclass
+class LoadedPartition:
+    groups: dict[str, Group] = field(default_factory=dict)
+    offsets: dict[str, dict] = field(default_factory=dict)
+    records: int = 0
+    skipped: int = 0
+
+
+def replay(records: Iterable[tuple[bytes, bytes | None]]) -> LoadedPartition:
+    """Rebuild the groups and offsets of one ``__consumer_offsets`` partition from
+    its records, in log order: the last record of a key wins, tombstones remove
+    (GroupMetadataManager.loadGroupsAndOffsets).  Pure: safe in a worker thread."""
+    store = OffsetStore()
+    metadata: dict[str, Any] = {}
+    loaded = LoadedPartition()
+    for key, value in records:
+        loaded.records += 1
+        try:
+            kind, fields, decoded = store.replay(key, value)
+        except G.UnknownRecordType:
+            loaded.skipped += 1
+            continue
+        if kind == G.GROUP_METADATA:
+            metadata[fields.group] = decoded
+    for group_id, value in metadata.items():
+        if value is not None:
+            loaded.groups[group_id] = Group.from_record(group_id, value)
+    for group_id in store.groups:
+        if group_id not in loaded.groups:
+            loaded.groups[group_id] = Group(group_id, generation=0)  # a simple group
+    loaded.offsets = store.groups
+    return loaded

@@ -1,0 +1,210 @@
+"""The coordinator's shell: it runs the pure core (``coordinator.py``) on the
+event loop and does its I/O.
+
+* Answers: a ticket is an ``asyncio.Future`` that the handler awaits; the
+  core's answers complete them (a ticket already answered is left alone).
+* Writes: the records go to the group's ``__consumer_offsets`` partition in
+  one v2 batch (the log engine every topic uses), appended at once so that
+  writes keep the order the core gave them; the continuation runs once the
+  batch is durable under ``kcoord.fsync.policy``, or with the error of a
+  failed append.
+* Timers: one loop timer, armed for the core's earliest deadline.
+* Loading: partitions whose log has data are replayed in a worker thread after
+  the broker has started listening; meanwhile their groups get
+  COORDINATOR_LOAD_IN_PROGRESS from the core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import structlog
+
+from broker.groups.coordinator import GroupCoordinator, LoadedPartition, Outcome, Write, replay
+from broker.groups.timers import WallClock
+from broker.topics.data import LEADER_EPOCH
+from broker.topics.manager import OFFSETS_TOPIC
+from protocol.errors import ErrorCode
+from protocol.records import Record, build_batch, decode_batch
+from storage.errors import StorageError
+from storage.validator import AppendOrigin
+
+log = structlog.get_logger("kcoord.groups")
+
+
+class GroupService:
+    def __init__(self, broker, core: GroupCoordinator, clock=None):
+        self.broker = broker
+        self.core = core
+        self.clock = clock or WallClock()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
+        self._inflight: dict[int, set[asyncio.Future]] = {}  # partition -> unfinished writes
+        self._tasks: set[asyncio.Task] = set()
+        self.loaded = asyncio.Event()
+
+    def now(self) -> int:
+        return self.clock()
+
+    # -- running the core ------------------------------------------------------------
+
+    def run(self, outcome: Outcome) -> None:
+        for ticket, response in outcome.answers:
+            if not ticket.done():
+                ticket.set_result(response)
+        for write in outcome.writes:
+            self._append(write)
+        self._arm_timer()
+
+    async def ask(self, operation, *args, **kwargs) -> object:
+        """Run ``operation(ticket, *args, now, **kwargs)`` and wait for its answer."""
+        ticket = asyncio.get_running_loop().create_future()
+        self.run(operation(ticket, *args, self.now(), **kwargs))
+        return await ticket
+
+    # -- writes ------------------------------------------------------------------------
+
+    def _append(self, write: Write) -> None:
+        broker = self.broker
+        now = self.now()
+        batch = build_batch([Record(offset=i, timestamp=now, key=k, value=v)
+                             for i, (k, v) in enumerate(write.records)])
+        try:
+            plog = broker.logs.get_or_create(OFFSETS_TOPIC, write.partition,
+                                             broker.log_config(OFFSETS_TOPIC))
+            segments = len(plog.segments)
+            plog.append(batch, leader_epoch=LEADER_EPOCH, origin=AppendOrigin.COORDINATOR,
+                        now_ms=now)
+        except StorageError as exc:
+            log.warning("groups.write_failed", partition=write.partition, error=exc.code.name,
+                        reason=str(exc))
+            self._finish(write, exc.code)
+            return
+        except OSError as exc:
+            log.warning("groups.write_failed", partition=write.partition, reason=str(exc))
+            self._finish(write, ErrorCode.KAFKA_STORAGE_ERROR)
+            return
+        broker.fetch_waiters.notify((OFFSETS_TOPIC, write.partition))
+        task = asyncio.get_running_loop().create_task(
+            self._durable(plog, write, rolled=len(plog.segments) != segments))
+        inflight = self._inflight.setdefault(write.partition, set())
+        inflight.add(task)
+        self._tasks.add(task)
+
+        def forget(t, partition=write.partition):
+            self._tasks.discard(t)
+            waiting = self._inflight.get(partition)
+            if waiting is not None:
+                waiting.discard(t)
+                if not waiting:
+                    del self._inflight[partition]
+
+        task.add_done_callback(forget)
+
+    async def _durable(self, plog, write: Write, rolled: bool) -> None:
+        try:
+            await plog.flusher.after_append(rolled=rolled)
+        except StorageError as exc:
+            self._finish(write, exc.code)
+            return
+        except OSError:
+            self._finish(write, ErrorCode.KAFKA_STORAGE_ERROR)
+            return
+        self._finish(write, ErrorCode.NONE)
+
+    def _finish(self, write: Write, error: ErrorCode) -> None:
+        if write.done is not None:
+            self.run(write.done(error, self.now()))
+
+    async def settled(self, group_id: str) -> None:
+        """Wait for the writes in flight on the group's partition (OffsetFetch
+        with require_stable sees the commits that are being written)."""
+        pending = self._inflight.get(self.core.partition_for(group_id))
+        if pending:
+            await asyncio.wait(list(pending))
+
+    # -- timers ------------------------------------------------------------------------
+
+    def _arm_timer(self) -> None:
+        due = self.core.next_deadline()
+        if due is None or (self._timer is not None and self._timer_at is not None
+                           and self._timer_at <= due):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        delay = max(due - self.now(), 0) / 1000
+        self._timer_at = due
+        self._timer = asyncio.get_running_loop().call_later(delay, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = self._timer_at = None
+        try:
+            self.run(self.core.tick(self.now()))
+        except Exception:
+            log.exception("groups.timer_failed")
+            self._arm_timer()
+
+    # -- loading -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Mark every partition with data as loading and replay them in the background."""
+        logs = self.broker.logs
+        partitions = sorted(p for (topic, p), plog in logs.logs.items()
+                            if topic == OFFSETS_TOPIC and plog.log_end_offset > 0)
+        self.core.loading.update(partitions)
+        task = asyncio.get_running_loop().create_task(self._load(partitions),
+                                                      name="kcoord-groups-load")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        self._arm_timer()
+
+    async def _load(self, partitions: list[int]) -> None:
+        loop = asyncio.get_running_loop()
+        began = time.monotonic()
+        records = groups = 0
+        for partition in partitions:
+            plog = self.broker.logs.get(OFFSETS_TOPIC, partition)
+            try:
+                loaded = await loop.run_in_executor(None, load_partition, plog)
+            except Exception:
+                log.exception("groups.load_failed", partition=partition)
+                loaded = LoadedPartition()
+            records += loaded.records
+            groups += len(loaded.groups)
+            if loaded.skipped:
+                log.warning("groups.records_skipped", partition=partition,
+                            records=loaded.skipped, reason="unknown record types")
+            self.run(self.core.install(partition, loaded, self.now()))
+        self.core.loading.difference_update(partitions)
+        self.loaded.set()
+        if partitions:
+            log.info("groups.loaded", partitions=len(partitions), groups=groups,
+                     records=records, elapsed_ms=round((time.monotonic() - began) * 1000, 1))
+
+    async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for task in list(self._tasks):
+            if not task.done():
+                try:
+                    await asyncio.wait_for(asyncio.shield(task), 5)
+                except (asyncio.TimeoutError, Exception):
+                    task.cancel()
+
+
+def offsets_records(plog):
+    """Every (key, value) of a ``__consumer_offsets`` log, in order (control
+    batches hold no group records)."""
+    for data in plog.batches():
+        batch = decode_batch(data, 0, verify=False)
+        if batch.is_control:
+            continue
+        for record in batch.records:
+            if record.key is not None:
+                yield record.key, record.value
+
+
+def load_partition(plog) -> LoadedPartition:
+    return replay(offsets_records(plog))

@@ -1,0 +1,617 @@
+"""The coordinator core with a manual clock (GROUP_COORDINATOR.md §4-§13, the
+new coordinator's choices of §16): joins, the delayed-join purgatory, syncs,
+heartbeats, leaves, static members, commits and what is written when.  No
+sleeps: time moves only when a test advances the clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.groups.coordinator import NEW_MEMBER_JOIN_TIMEOUT_MS
+from broker.groups.group import GroupState as S
+from protocol import group_records as G
+from protocol.errors import ErrorCode as E
+from tests.broker.group_harness import Harness, subscription
+
+
+@pytest.fixture
+def h():
+    return Harness()
+
+
+def _records(h: Harness):
+    """The durable records decoded: [(kind, key fields, value or None)]."""
+    out = []
+    for key, value in h.durable:
+        kind, fields = G.decode_key(key)
+        out.append((kind, fields, G.decode_value(kind, value)))
+    return out
+
+
+# -- JoinGroup -------------------------------------------------------------------------
+
+
+def test_front_checks_come_in_the_new_coordinator_s_order(h):
+    assert h.answer(h.join(""))["error_code"] == E.INVALID_GROUP_ID
+    assert h.answer(h.join("g", session=5_999))["error_code"] == E.INVALID_SESSION_TIMEOUT
+    assert h.answer(h.join("g", session=1_800_001))["error_code"] == E.INVALID_SESSION_TIMEOUT
+    h.core.loading.add(h.core.partition_for("g"))
+    assert h.answer(h.join("g"))["error_code"] == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert h.heartbeat("g", 1, "m") == E.NONE  # answered blindly while loading
+    assert h.answer(h.sync("g", 1, "m"))["error_code"] == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert "g" not in h.core.groups
+
+
+def test_two_step_join_then_the_initial_delay_then_a_generation(h):
+    first = h.join("g", version=4, client="app")
+    answer = h.answer(first)
+    assert answer["error_code"] == E.MEMBER_ID_REQUIRED
+    member_id = answer["member_id"]
+    assert member_id == "app-uuid1" and answer["generation_id"] == -1
+    # The new coordinator persists the group it created at once.
+    assert h.settle() == 1
+    [(kind, key, value)] = _records(h)
+    assert (kind, key.group, value.generation, value.members) == (G.GROUP_METADATA, "g", 0, [])
+    second = h.join("g", member_id, version=4)
+    assert h.answer(second) is None  # parked in the purgatory
+    assert h.core.groups["g"].state is S.PREPARING_REBALANCE
+    h.advance(0)  # group.initial.rebalance.delay.ms is 0 by default
+    joined = h.answer(second)
+    assert joined["error_code"] == E.NONE and joined["generation_id"] == 1
+    assert joined["leader"] == member_id and joined["protocol_name"] == "range"
+    assert joined["members"] == [{"member_id": member_id, "group_instance_id": None,
+                                  "metadata": subscription("t")}]
+    assert h.core.groups["g"].state is S.COMPLETING_REBALANCE
+    assert not h.pending  # nothing is written when a non-empty join phase ends
+
+
+def test_old_clients_join_in_one_step(h):
+    ticket = h.join("g", version=3)
+    assert h.answer(ticket) is None
+    h.advance(0)
+    assert h.answer(ticket)["error_code"] == E.NONE
+    assert h.answer(ticket)["member_id"] == "c-uuid1"
+
+
+def test_a_known_member_id_of_a_missing_group_is_unknown(h):
+    assert h.answer(h.join("g", "ghost"))["error_code"] == E.UNKNOWN_MEMBER_ID
+    assert "g" not in h.core.groups
+
+
+def test_protocols_must_be_shared(h):
+    h.stable_group("g", 1)
+    other = h.join("g", protocols=[("roundrobin", b"x")])
+    assert h.answer(other) == {**h.answer(other), "error_code": E.INCONSISTENT_GROUP_PROTOCOL,
+                               "member_id": ""}
+    wrong_type = h.join("g", protocol_type="connect")
+    assert h.answer(wrong_type)["error_code"] == E.INCONSISTENT_GROUP_PROTOCOL
+    assert h.answer(h.join("g", protocols=[]))["error_code"] == E.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_the_vote_picks_the_protocol_most_members_prefer(h):
+    a, ta = h.join_new("g", protocols=[("roundrobin", b"1"), ("range", b"2")])
+    b, tb = h.join_new("g", protocols=[("range", b"3"), ("roundrobin", b"4")])
+    c, tc = h.join_new("g", protocols=[("range", b"5")])
+    h.advance(0)
+    assert {h.answer(t)["protocol_name"] for t in (ta, tb, tc)} == {"range"}
+    leader = h.answer(ta)
+    assert [m["metadata"] for m in leader["members"]] == [b"2", b"3", b"5"]
+    assert h.answer(tb)["members"] == []
+
+
+def test_the_initial_delay_waits_for_newcomers_up_to_the_rebalance_timeout():
+    h = Harness(initial_rebalance_delay_ms=3000)
+    m1, t1 = h.join_new("g", rebalance=10_000)
+    for _ in range(3):  # a newcomer in every 3 s window extends the wait
+        h.advance(2_999)
+        assert h.answer(t1) is None
+        h.join_new("g", rebalance=10_000)
+        h.advance(1)
+    h.advance(999)
+    assert h.answer(t1) is None
+    h.advance(1)  # 3000 + 3000 + 3000 + 1000: the rebalance timeout
+    assert h.answer(t1)["generation_id"] == 1 and len(h.answer(t1)["members"]) == 4
+
+
+def test_the_initial_delay_never_ends_early():
+    h = Harness(initial_rebalance_delay_ms=3000)
+    _m, ticket = h.join_new("g")
+    h.advance(2_999)
+    assert h.answer(ticket) is None
+    h.advance(1)
+    assert h.answer(ticket)["error_code"] == E.NONE
+
+
+def test_a_rebalance_waits_for_every_member_and_ends_when_the_last_rejoins(h):
+    leader, follower = h.stable_group("g", 2)
+    newcomer, parked = h.join_new("g")
+    group = h.core.groups["g"]
+    assert group.state is S.PREPARING_REBALANCE
+    assert h.heartbeat("g", 1, leader) == E.REBALANCE_IN_PROGRESS
+    assert h.answer(h.sync("g", 1, follower))["error_code"] == E.REBALANCE_IN_PROGRESS
+    t1 = h.join("g", leader)
+    assert h.answer(parked) is None and h.answer(t1) is None
+    t2 = h.join("g", follower)
+    assert [h.answer(t)["generation_id"] for t in (parked, t1, t2)] == [2, 2, 2]
+    assert len(h.answer(t1)["members"]) == 3  # the leader gets everyone
+
+
+def test_members_that_do_not_rejoin_in_time_are_removed_but_static_ones_stay(h):
+    # Sessions outlast the rebalance timeout: the follower is removed for not
+    # re-joining, not for its silence.
+    leader, follower = h.stable_group("g", 2, rebalance=20_000, session=30_000)
+    ticket = h.join("g", instance="s1", rebalance=20_000, session=30_000)  # a static newcomer
+    h.join("g", leader, rebalance=20_000, session=30_000)
+    h.advance(19_999)
+    assert h.answer(ticket) is None
+    h.advance(1)
+    group = h.core.groups["g"]
+    assert follower not in group.members  # dynamic, never re-joined
+    assert h.answer(ticket)["generation_id"] == 2
+    assert set(group.members) == {leader, h.answer(ticket)["member_id"]}
+
+
+def test_a_known_member_rejoining_with_the_same_metadata_gets_the_current_generation(h):
+    leader, follower = h.stable_group("g", 2)
+    again = h.answer(h.join("g", follower))
+    assert (again["error_code"], again["generation_id"], again["members"]) == (E.NONE, 1, [])
+    assert h.core.groups["g"].state is S.STABLE
+    changed = h.join("g", follower, protocols=[("range", subscription("t", "u"))])
+    assert h.answer(changed) is None and h.core.groups["g"].state is S.PREPARING_REBALANCE
+
+
+def test_the_leader_rejoining_a_stable_group_forces_a_rebalance(h):
+    leader, = h.stable_group("g", 1)
+    ticket = h.join("g", leader)
+    assert h.answer(ticket)["generation_id"] == 2  # everyone joined: at once
+
+
+def test_join_in_completing_rebalance_repeats_the_generation_to_a_lost_answer(h):
+    m, t = h.join_new("g")
+    h.advance(0)
+    again = h.join("g", m)
+    assert h.answer(again)["generation_id"] == 1 and len(h.answer(again)["members"]) == 1
+
+
+def test_group_max_size():
+    h = Harness(max_group_size=2)
+    h.stable_group("g", 2)
+    refused = h.answer(h.join("g", version=3))
+    assert (refused["error_code"], refused["member_id"]) == (E.GROUP_MAX_SIZE_REACHED, "")
+    assert len(h.core.groups["g"].members) == 2
+
+
+def test_a_join_to_an_empty_group_with_a_member_id_is_unknown(h):
+    leader, = h.stable_group("g", 1)
+    h.leave("g", leader)
+    assert h.core.groups["g"].state is S.EMPTY
+    assert h.answer(h.join("g", leader))["error_code"] == E.UNKNOWN_MEMBER_ID
+
+
+# -- SyncGroup ---------------------------------------------------------------------------
+
+
+def test_followers_wait_for_the_leader_s_assignment_and_it_is_durable_first(h):
+    a, ta = h.join_new("g")
+    b, tb = h.join_new("g")
+    h.advance(0)
+    h.settle()
+    follower_sync = h.sync("g", 1, b)
+    assert h.answer(follower_sync) is None
+    leader_sync = h.sync("g", 1, a, [(a, b"A"), (b, b"B"), ("stranger", b"X")])
+    assert h.answer(leader_sync) is None and len(h.pending) == 1
+    assert h.core.groups["g"].state is S.COMPLETING_REBALANCE  # not before the write
+    h.settle()
+    assert h.answer(leader_sync) == {"error_code": E.NONE, "protocol_type": "consumer",
+                                     "protocol_name": "range", "assignment": b"A"}
+    assert h.answer(follower_sync)["assignment"] == b"B"
+    assert h.core.groups["g"].state is S.STABLE
+    [(kind, key, value)] = [r for r in _records(h) if r[2] and r[2].generation == 1]
+    assert [(m.member_id, m.assignment) for m in value.members] == [(a, b"A"), (b, b"B")]
+    assert value.leader == a and value.protocol == "range"
+    # A late SyncGroup in Stable gets the stored assignment.
+    assert h.answer(h.sync("g", 1, b))["assignment"] == b"B"
+
+
+def test_a_member_left_out_of_the_assignment_gets_an_empty_one(h):
+    a, ta = h.join_new("g")
+    b, tb = h.join_new("g")
+    h.advance(0)
+    sb = h.sync("g", 1, b)
+    h.sync("g", 1, a, [(a, b"A")])
+    h.settle()
+    assert h.answer(sb)["assignment"] == b""
+
+
+def test_a_failed_assignment_write_answers_every_sync_and_rebalances(h):
+    a, ta = h.join_new("g")
+    b, tb = h.join_new("g")
+    h.advance(0)
+    h.settle()
+    sb = h.sync("g", 1, b)
+    sa = h.sync("g", 1, a, [(a, b"A"), (b, b"B")])
+    h.settle(E.KAFKA_STORAGE_ERROR)
+    assert h.answer(sa)["error_code"] == E.NOT_COORDINATOR  # the mapped write error
+    assert h.answer(sb) == {"error_code": E.NOT_COORDINATOR, "protocol_type": None,
+                            "protocol_name": None, "assignment": b""}
+    assert h.core.groups["g"].state is S.PREPARING_REBALANCE
+
+
+def test_sync_errors(h):
+    leader, follower = h.stable_group("g", 2)
+    assert h.answer(h.sync("nope", 1, leader))["error_code"] == E.UNKNOWN_MEMBER_ID
+    assert h.answer(h.sync("g", 1, "ghost"))["error_code"] == E.UNKNOWN_MEMBER_ID
+    assert h.answer(h.sync("g", 2, leader))["error_code"] == E.ILLEGAL_GENERATION
+    assert h.answer(h.sync("g", 1, leader, protocol_type="connect"))["error_code"] == \
+        E.INCONSISTENT_GROUP_PROTOCOL
+    assert h.answer(h.sync("g", 1, leader, protocol_name="roundrobin"))["error_code"] == \
+        E.INCONSISTENT_GROUP_PROTOCOL
+    assert h.answer(h.sync("g", 1, leader, instance="nobody"))["error_code"] == \
+        E.UNKNOWN_MEMBER_ID
+    assert h.answer(h.sync("", 1, leader))["error_code"] == E.INVALID_GROUP_ID
+
+
+def test_a_new_rebalance_answers_parked_syncs_with_rebalance_in_progress(h):
+    a, ta = h.join_new("g")
+    b, tb = h.join_new("g")
+    h.advance(0)
+    sb = h.sync("g", 1, b)
+    h.join_new("g")  # a newcomer before the leader synced
+    assert h.answer(sb)["error_code"] == E.REBALANCE_IN_PROGRESS
+
+
+def test_members_that_never_sync_are_removed_after_the_rebalance_timeout(h):
+    a, ta = h.join_new("g", rebalance=20_000, session=30_000)
+    b, tb = h.join_new("g", rebalance=20_000, session=30_000)
+    h.advance(0)
+    h.sync("g", 1, a, [(a, b"A"), (b, b"B")])
+    h.settle()
+    h.advance(19_999)
+    assert b in h.core.groups["g"].members
+    h.advance(1)
+    group = h.core.groups["g"]
+    assert b not in group.members and group.state is S.PREPARING_REBALANCE
+
+
+# -- Heartbeat and session expiry -----------------------------------------------------------
+
+
+def test_heartbeat_errors_and_states(h):
+    leader, = h.stable_group("g", 1)
+    assert h.heartbeat("g", 1, leader) == E.NONE
+    assert h.heartbeat("g", 0, leader) == E.ILLEGAL_GENERATION
+    assert h.heartbeat("g", 1, "ghost") == E.UNKNOWN_MEMBER_ID
+    assert h.heartbeat("nope", 1, leader) == E.UNKNOWN_MEMBER_ID
+    assert h.heartbeat("", 1, leader) == E.INVALID_GROUP_ID
+
+
+def test_a_silent_member_expires_and_the_group_rebalances(h):
+    leader, follower = h.stable_group("g", 2, session=10_000)
+    h.advance(9_000)
+    assert h.heartbeat("g", 1, leader) == E.NONE
+    h.advance(999)
+    assert follower in h.core.groups["g"].members
+    h.advance(1)
+    group = h.core.groups["g"]
+    assert follower not in group.members  # expired 10 s after its last sign of life
+    assert group.state is S.PREPARING_REBALANCE
+    assert h.heartbeat("g", 1, leader) == E.REBALANCE_IN_PROGRESS
+    h.join("g", leader)
+    assert group.state is S.COMPLETING_REBALANCE and group.generation == 2
+
+
+def test_a_new_member_has_five_minutes_to_complete_its_join():
+    h = Harness()
+    leader, follower = h.stable_group("g", 2, session=10_000, rebalance=600_000)
+    newcomer, parked = h.join_new("g", session=10_000, rebalance=600_000)
+    for _ in range(NEW_MEMBER_JOIN_TIMEOUT_MS // 9_000):
+        h.advance(9_000)
+        h.heartbeat("g", 1, leader)
+        h.heartbeat("g", 1, follower)
+    h.advance(NEW_MEMBER_JOIN_TIMEOUT_MS % 9_000)
+    assert h.answer(parked) == {**h.answer(parked), "error_code": E.UNKNOWN_MEMBER_ID,
+                                "member_id": ""}
+    assert newcomer not in h.core.groups["g"].members
+
+
+def test_a_pending_member_id_expires_after_its_session_timeout(h):
+    leader, = h.stable_group("g", 1)
+    first = h.join("g", session=7_000)
+    pending = h.answer(first)["member_id"]
+    assert pending in h.core.groups["g"].pending_members
+    h.advance(6_000)
+    h.heartbeat("g", 1, leader)
+    h.advance(1_000)
+    assert pending not in h.core.groups["g"].pending_members
+    assert h.answer(h.join("g", pending))["error_code"] == E.UNKNOWN_MEMBER_ID
+
+
+# -- LeaveGroup ---------------------------------------------------------------------------
+
+
+def test_leave_by_member_id_by_instance_id_and_the_errors(h):
+    a, at = h.join_new("g")
+    s = h.join("g", instance="inst")
+    h.advance(0)
+    static = h.answer(s)["member_id"]
+    code, errors = h.leave("g", ("ghost", None, None), ("", "nobody", None),
+                           (static, "other", None))
+    assert (code, errors) == (E.NONE, [E.UNKNOWN_MEMBER_ID, E.UNKNOWN_MEMBER_ID,
+                                       E.UNKNOWN_MEMBER_ID])
+    code, errors = h.leave("g", (a, None, "bye"), ("", "inst", None))
+    assert (code, errors) == (E.NONE, [E.NONE, E.NONE])
+    group = h.core.groups["g"]
+    assert group.state is S.EMPTY and group.generation == 2  # one rebalance for both
+    assert h.leave("nope", a) == (E.NONE, [E.UNKNOWN_MEMBER_ID])
+    assert h.leave("", a) == (E.INVALID_GROUP_ID, [])
+
+
+def test_a_member_leaving_during_a_join_phase_answers_its_parked_join(h):
+    leader, follower = h.stable_group("g", 2)
+    parked = h.join("g", leader)
+    h.leave("g", leader)
+    assert h.answer(parked)["error_code"] == E.UNKNOWN_MEMBER_ID
+    assert h.core.groups["g"].state is S.PREPARING_REBALANCE  # still waiting for the follower
+
+
+def test_a_pending_member_can_leave(h):
+    leader, = h.stable_group("g", 1)
+    pending = h.answer(h.join("g"))["member_id"]
+    assert h.leave("g", pending) == (E.NONE, [E.NONE])
+    assert pending not in h.core.groups["g"].pending_members
+
+
+# -- static membership (KIP-345) -------------------------------------------------------------
+
+
+def test_a_restarted_static_member_gets_its_assignment_back_without_a_rebalance(h):
+    t = h.join("g", instance="i1")
+    h.advance(0)
+    old = h.answer(t)["member_id"]
+    h.sync("g", 1, old, [(old, b"A")])
+    h.settle()
+    restarted = h.join("g", instance="i1")
+    assert h.answer(restarted) is None  # answered once the new member id is durable
+    h.settle()
+    answer = h.answer(restarted)
+    new = answer["member_id"]
+    assert new != old and answer["generation_id"] == 1 and answer["skip_assignment"]
+    group = h.core.groups["g"]
+    assert group.state is S.STABLE and group.leader_id == new
+    assert h.answer(h.sync("g", 1, new, instance="i1"))["assignment"] == b"A"
+    # The replaced member id is fenced.
+    assert h.heartbeat("g", 1, old, "i1") == E.FENCED_INSTANCE_ID
+    assert h.answer(h.join("g", old, instance="i1"))["error_code"] == E.FENCED_INSTANCE_ID
+
+
+def test_a_replaced_static_leader_on_an_old_version_sees_the_old_leader_id(h):
+    t = h.join("g", instance="i1")
+    h.advance(0)
+    old = h.answer(t)["member_id"]
+    h.sync("g", 1, old, [(old, b"A")])
+    h.settle()
+    restarted = h.join("g", instance="i1", version=8)
+    h.settle()
+    answer = h.answer(restarted)
+    assert answer["leader"] == old and answer["members"] == [] and not answer["skip_assignment"]
+
+
+def test_a_static_member_parked_elsewhere_is_fenced_when_replaced(h):
+    leader, = h.stable_group("g", 1)
+    s = h.join("g", instance="i1")  # parked: the group rebalances
+    replacement = h.join("g", instance="i1")
+    assert h.answer(s)["error_code"] == E.FENCED_INSTANCE_ID
+    assert h.answer(replacement) is None
+    h.join("g", leader)
+    assert h.answer(replacement)["error_code"] == E.NONE
+
+
+def test_a_failed_static_replacement_write_restores_the_old_member(h):
+    t = h.join("g", instance="i1")
+    h.advance(0)
+    old = h.answer(t)["member_id"]
+    h.sync("g", 1, old, [(old, b"A")])
+    h.settle()
+    restarted = h.join("g", instance="i1")
+    h.settle(E.NOT_LEADER_OR_FOLLOWER)
+    assert h.answer(restarted)["error_code"] == E.NOT_COORDINATOR
+    assert h.answer(restarted)["member_id"] == ""
+    assert h.heartbeat("g", 1, old, "i1") == E.NONE
+
+
+# -- OffsetCommit / OffsetFetch ------------------------------------------------------------------
+
+
+def test_a_simple_consumer_commits_and_its_offsets_are_visible_once_durable(h):
+    ticket = h.commit("simple", {("t", 0): (5, "meta"), ("t", 1): (7, "")})
+    assert h.answer(ticket) is None
+    assert h.core.fetch_offsets("simple", [("t", [0])])[1] == [("t", [(0, None)])]
+    h.settle()
+    assert h.answer(ticket) == {("t", 0): E.NONE, ("t", 1): E.NONE}
+    code, [(topic, parts)] = h.core.fetch_offsets("simple", [("t", [0, 1, 2])])
+    assert [(p, o and (o.offset, o.metadata)) for p, o in parts] == \
+        [(0, (5, "meta")), (1, (7, "")), (2, None)]
+    records = _records(h)
+    assert [(r[1].topic, r[1].partition, r[2].offset, r[2].commit_timestamp) for r in records] \
+        == [("t", 0, 5, h.now), ("t", 1, 7, h.now)]
+    assert h.core.groups["simple"].protocol_type is None
+
+
+def test_commit_member_and_generation_checks(h):
+    assert h.answer(h.commit("missing", {("t", 0): (1, "")}, generation=1, member="m",
+                             version=9)) == {("t", 0): E.GROUP_ID_NOT_FOUND}
+    assert h.answer(h.commit("missing", {("t", 0): (1, "")}, generation=1, member="m",
+                             version=8)) == {("t", 0): E.ILLEGAL_GENERATION}
+    leader, = h.stable_group("g", 1)
+    ok = h.commit("g", {("t", 0): (1, "")}, generation=1, member=leader)
+    h.settle()
+    assert h.answer(ok) == {("t", 0): E.NONE}
+    for kwargs, code in [
+            ({"generation": 0, "member": leader}, E.ILLEGAL_GENERATION),
+            ({"generation": 1, "member": "ghost"}, E.UNKNOWN_MEMBER_ID),
+            ({"generation": -1, "member": ""}, E.UNKNOWN_MEMBER_ID),  # not a member
+            ({"generation": 1, "member": leader, "instance": "x"}, E.UNKNOWN_MEMBER_ID)]:
+        assert h.answer(h.commit("g", {("t", 0): (2, "")}, **kwargs)) == {("t", 0): code}
+    # CompletingRebalance: members of the new generation must sync first.
+    h.join("g", leader)
+    assert h.answer(h.commit("g", {("t", 0): (3, "")}, generation=2, member=leader)) == \
+        {("t", 0): E.REBALANCE_IN_PROGRESS}
+
+
+def test_a_member_of_the_current_generation_commits_during_a_rebalance(h):
+    leader, follower = h.stable_group("g", 2)
+    h.join("g", leader)  # PreparingRebalance, generation still 1
+    ticket = h.commit("g", {("t", 0): (9, "")}, generation=1, member=follower)
+    h.settle()
+    assert h.answer(ticket) == {("t", 0): E.NONE}
+
+
+def test_commit_metadata_longer_than_the_limit_is_refused_per_partition():
+    h = Harness(offset_metadata_max_bytes=4)
+    ticket = h.commit("g", {("t", 0): (1, "abcd"), ("t", 1): (1, "😀😀😀")})
+    h.settle()
+    # Java counts UTF-16 code units: three emoji are six.
+    assert h.answer(ticket) == {("t", 0): E.NONE, ("t", 1): E.OFFSET_METADATA_TOO_LARGE}
+    alone = h.commit("g", {("t", 1): (1, "abcde")})
+    assert h.answer(alone) == {("t", 1): E.OFFSET_METADATA_TOO_LARGE} and not h.pending
+
+
+def test_a_failed_commit_write_is_reported_and_nothing_becomes_visible(h):
+    ticket = h.commit("g", {("t", 0): (1, "")})
+    h.settle(E.KAFKA_STORAGE_ERROR)
+    assert h.answer(ticket) == {("t", 0): E.NOT_COORDINATOR}
+    assert h.core.fetch_offsets("g", None) == (E.NONE, [])
+
+
+def test_a_commit_with_a_retention_time_carries_an_expiry(h):
+    h.commit("g", {("t", 0): (1, "")}, version=2, retention=60_000)
+    h.settle()
+    [(_k, _f, value)] = _records(h)
+    assert value.expire_timestamp == h.now + 60_000
+
+
+def test_fetching_offsets_of_a_missing_group_creates_nothing(h):
+    assert h.core.fetch_offsets("nope", [("t", [0])]) == (E.NONE, [("t", [(0, None)])])
+    assert h.core.fetch_offsets("nope", None) == (E.NONE, [])
+    assert "nope" not in h.core.groups
+
+
+# -- Describe, List, Delete, OffsetDelete ------------------------------------------------------
+
+
+def test_describe_shows_member_metadata_only_when_stable(h):
+    leader, follower = h.stable_group("g", 2)
+    stable = h.core.describe("g")
+    assert (stable["group_state"], stable["protocol_type"], stable["protocol_data"]) == \
+        ("Stable", "consumer", "range")
+    assert [(m["member_id"], m["member_assignment"]) for m in stable["members"]] == \
+        [(m, m.encode()) for m in (leader, follower)]
+    assert all(m["member_metadata"] == subscription("t") for m in stable["members"])
+    h.join("g", leader)
+    rebalancing = h.core.describe("g")
+    assert rebalancing["group_state"] == "PreparingRebalance"
+    assert rebalancing["protocol_data"] == ""
+    # Out of Stable the metadata is left out; the last assignment is still shown.
+    assert [(m["member_metadata"], m["member_assignment"]) for m in rebalancing["members"]] \
+        == [(b"", leader.encode()), (b"", follower.encode())]
+    assert h.core.describe("nope") == {"error_code": E.NONE, "group_id": "nope",
+                                       "group_state": "Dead", "protocol_type": "",
+                                       "protocol_data": "", "members": []}
+
+
+def test_list_groups_filters_by_state_and_type(h):
+    h.stable_group("a", 1)
+    h.commit("simple", {("t", 0): (1, "")})
+    h.settle()
+    code, groups = h.core.list_groups([], [])
+    assert code == E.NONE and {(g["group_id"], g["protocol_type"], g["group_state"])
+                               for g in groups} == {("a", "consumer", "Stable"),
+                                                    ("simple", "", "Empty")}
+    assert [g["group_id"] for g in h.core.list_groups([" STABLE "], [])[1]] == ["a"]
+    assert len(h.core.list_groups([], ["Classic"])[1]) == 2
+    assert h.core.list_groups([], ["consumer"])[1] == []
+    h.core.loading.add(7)
+    assert h.core.list_groups([], []) == (E.COORDINATOR_LOAD_IN_PROGRESS, [])
+
+
+def test_delete_groups(h):
+    h.stable_group("busy", 1)
+    h.commit("idle", {("t", 0): (1, ""), ("t", 1): (2, "")})
+    h.settle()
+    ticket = h.delete_groups("busy", "idle", "nope", "idle")
+    assert h.answer(ticket) is None  # only after the tombstones are durable
+    h.settle()
+    assert h.answer(ticket) == {"busy": E.NON_EMPTY_GROUP, "idle": E.NONE,
+                                "nope": E.GROUP_ID_NOT_FOUND}
+    assert "idle" not in h.core.groups and h.core.fetch_offsets("idle", None) == (E.NONE, [])
+    tombstones = [(r[0], r[2]) for r in _records(h)[-3:]]
+    assert tombstones == [(G.OFFSET_COMMIT, None)] * 2 + [(G.GROUP_METADATA, None)]
+
+
+def test_offset_delete_refuses_subscribed_topics_of_an_active_consumer_group(h):
+    leader, = h.stable_group("g", 1)  # subscribed to "t"
+    h.commit("g", {("t", 0): (1, ""), ("u", 0): (2, "")}, generation=1, member=leader)
+    h.settle()
+    ticket = h.delete_offsets("g", [("t", 0), ("u", 0)])
+    h.settle()
+    assert h.answer(ticket) == (E.NONE, {("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC,
+                                         ("u", 0): E.NONE})
+    assert [p for p, o in h.core.fetch_offsets("g", [("u", [0])])[1][0][1] if o] == []
+    assert h.answer(h.delete_offsets("nope", [("t", 0)])) == (E.GROUP_ID_NOT_FOUND, {})
+
+
+def test_offset_delete_on_a_non_consumer_active_group_is_refused(h):
+    h.stable_group("g", 1, protocol_type="connect")
+    assert h.answer(h.delete_offsets("g", [("t", 0)])) == (E.NON_EMPTY_GROUP, {})
+
+
+def test_deleting_a_topic_tombstones_its_offsets_in_every_group(h):
+    h.commit("a", {("gone", 0): (1, ""), ("kept", 0): (2, "")})
+    h.commit("b", {("gone", 1): (3, "")})
+    h.settle()
+    h._take(h.core.delete_topic_offsets({"gone"}, h.now))
+    h.settle()
+    assert [t for t, _ in h.core.fetch_offsets("a", None)[1]] == ["kept"]
+    assert h.core.fetch_offsets("b", None)[1] == []
+    assert [(r[1].topic, r[2]) for r in _records(h)[-2:]] == [("gone", None), ("gone", None)]
+
+
+# -- offset expiry (§13.5) ---------------------------------------------------------------------
+
+
+def test_offsets_of_an_empty_group_expire_from_when_it_became_empty():
+    h = Harness(offsets_retention_ms=100_000, offsets_retention_check_interval_ms=10_000)
+    leader, = h.stable_group("g", 1)
+    h.commit("g", {("t", 0): (1, "")}, generation=1, member=leader)
+    h.settle()
+    h.advance(50_000)
+    h.heartbeat("g", 1, leader)
+    h.leave("g", leader)  # Empty from now on
+    h.settle()
+    h.advance(90_000)
+    assert h.core.fetch_offsets("g", None)[1] != []
+    h.advance(10_000)
+    h.settle()
+    assert "g" not in h.core.groups  # no offsets left: the group is gone too
+    assert [(r[0], r[2]) for r in _records(h)[-2:]] == [(G.OFFSET_COMMIT, None),
+                                                        (G.GROUP_METADATA, None)]
+
+
+def test_a_stable_consumer_group_keeps_offsets_of_its_subscribed_topics():
+    h = Harness(offsets_retention_ms=100_000, offsets_retention_check_interval_ms=10_000)
+    leader, = h.stable_group("g", 1, session=1_800_000)
+    h.commit("g", {("t", 0): (1, ""), ("old", 0): (2, "")}, generation=1, member=leader)
+    h.settle()
+    h.advance(110_000)
+    h.settle()
+    assert [t for t, _ in h.core.fetch_offsets("g", None)[1]] == ["t"]
+
+
+def test_an_explicit_expiry_time_wins():
+    h = Harness(offsets_retention_ms=10**9, offsets_retention_check_interval_ms=10_000)
+    h.commit("g", {("t", 0): (1, "")}, version=2, retention=15_000)
+    h.settle()
+    h.advance(10_000)
+    assert h.core.fetch_offsets("g", None)[1] != []
+    h.advance(10_000)
+    assert h.core.fetch_offsets("g", None)[1] == []
