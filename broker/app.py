@@ -10,11 +10,14 @@ import structlog
 
 from broker.apis import load_handlers
 from broker.config import BrokerConfig
+from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
+from broker.groups.service import GroupService
+from broker.groups.timers import WallClock
 from broker.meta import DirLock, load_or_create_identity
 from broker.server import KafkaConnection, WarningLimiter
 from broker.topics.data import FetchWaiters, ProducerIds
 from broker.topics.fetch_sessions import FetchSessionCache
-from broker.topics.manager import TopicManager
+from broker.topics.manager import OFFSETS_TOPIC, TopicManager
 from storage.config import LogConfig
 from storage.manager import LogManager
 
@@ -33,6 +36,7 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(
             config["max.incremental.fetch.session.cache.slots"])
         self.producer_ids = ProducerIds(self.data_dir)
+        self.groups: GroupService | None = None
         self._maintenance: list[asyncio.Task] = []
         self._passes: set[asyncio.Future] = set()
         self.connections: set[KafkaConnection] = set()
@@ -71,6 +75,11 @@ class Broker:
             self.logs = LogManager(str(self.data_dir), config_for=self.log_config,
                                    on_offline=self._log_dir_failed)
             self.topics.attach(self.logs)
+            offsets_partitions = self.topics.get(OFFSETS_TOPIC).partitions
+            clock = WallClock()
+            self.groups = GroupService(self, GroupCoordinator(
+                coordinator_config(self.config, offsets_partitions), now=clock()), clock)
+            self.groups.start()
             await self._server.start_serving()
         except BaseException:
             self._server.close()
@@ -97,6 +106,8 @@ class Broker:
         """Stop accepting, let in-flight requests finish, close connections and files."""
         if self._server is not None:
             self._server.close()
+        if self.groups is not None:
+            self.groups.run(self.groups.core.unload_all())
         deadline = time.monotonic() + grace
         while any(not c.idle for c in self.connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
@@ -116,6 +127,8 @@ class Broker:
         if late:
             log.warning("broker.stop_waited_too_long", unfinished=len(late))
         self._maintenance.clear()
+        if self.groups is not None:
+            await self.groups.stop()
         self.topics.close()
         if self.logs is not None:
             self.logs.close()
@@ -200,6 +213,20 @@ class Broker:
 
     async def _cleaner_pass(self) -> None:
         await self.logs.run_cleaner_async()
+
+
+def coordinator_config(config: BrokerConfig, partitions: int) -> CoordinatorConfig:
+    # The partition count is the topic's own: changing the setting later moves no group.
+    return CoordinatorConfig(
+        partitions=partitions,
+        min_session_timeout_ms=config["group.min.session.timeout.ms"],
+        max_session_timeout_ms=config["group.max.session.timeout.ms"],
+        initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+        max_group_size=config["group.max.size"],
+        offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
+        offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
+        offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
+    )
 
 
 def _raise_open_file_limit() -> None:

@@ -83,5 +83,8 @@ async def delete_topics(ctx, request):
         # completes when a partition goes away).
         for partition in range(topic.partitions):
             broker.fetch_waiters.notify((topic.name, partition))
+        # Its committed offsets get tombstones in every group.
+        groups = broker.groups
+        groups.run(groups.core.delete_topic_offsets({topic.name}, groups.now()))
         answer(topic.name, topic.topic_id, ErrorCode.NONE)
     return {"throttle_time_ms": 0, "responses": responses}

@@ -55,12 +55,19 @@ class WireClient:
         self.close()
 
     def call(self, api: Api | int, version: int, body: dict | None = None) -> dict:
+        self.send(api, version, body)
+        return self.receive(api, version)
+
+    def send(self, api: Api | int, version: int, body: dict | None = None) -> None:
+        """Send a request whose answer comes later (``receive``): a parked JoinGroup."""
         api = ALL_APIS[api] if isinstance(api, int) else api
         self.correlation_id += 1
         self.sock.sendall(frame_request(api, version, self.correlation_id, self.client_id,
                                         body or {}))
-        frame = self.recv_frame()
-        return self.decode_response(api, version, frame)
+
+    def receive(self, api: Api | int, version: int) -> dict:
+        api = ALL_APIS[api] if isinstance(api, int) else api
+        return self.decode_response(api, version, self.recv_frame())
 
     def decode_response(self, api: Api, version: int, frame: bytes) -> dict:
         header_version = response_header_version(api.key, api.is_flexible(version))

@@ -107,6 +107,10 @@ class Normalizer:
             if value and isinstance(value[0], dict):
                 if key == "partitions" and "partition_index" in value[0]:
                     value = sorted(value, key=lambda p: p["partition_index"])
+                elif key in ("results", "groups") and "group_id" in value[0]:
+                    # DeleteGroups and DescribeGroups answer group by group in the
+                    # order of their coordinator shards, which carries no meaning.
+                    value = sorted(value, key=lambda g: g["group_id"])
                 elif key in ("topics", "configs", "responses") and "name" in value[0]:
                     # Topics in a listing, configs of a resource (Kafka keeps them in a
                     # HashMap) and DeleteTopics results (ControllerApis builds them from

@@ -79,7 +79,9 @@ def test_kafka_broker_api_versions(tools, make_broker):
     assert re.search(r"Produce\(0\): 0 to 11 \[usable: 11\]", out)
     assert re.search(r"Fetch\(1\): 0 to 17 \[usable: 17\]", out)
     assert re.search(r"OffsetForLeaderEpoch\(23\): 0 to 4 \[usable: 4\]", out)
-    assert re.search(r"JoinGroup\(11\): UNSUPPORTED", out)
+    assert re.search(r"JoinGroup\(11\): 0 to 9 \[usable: 9\]", out)
+    assert re.search(r"OffsetCommit\(8\): 1 to 9 \[usable: 9\]", out)
+    assert re.search(r"TxnOffsetCommit\(28\): UNSUPPORTED", out)
 
 
 def test_dump_log_segments_reads_every_segment_kcoord_writes(tools, make_broker, tmp_path):

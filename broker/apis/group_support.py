@@ -1,0 +1,21 @@
+"""What the group API handlers share: the member's host as Kafka records it,
+and the coordinator's answers shaped for the request's version."""
+
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+
+# Kafka without an authorizer grants every operation a group supports:
+# READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (AclOperation codes).
+GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
+NOT_PROVIDED = -(1 << 31)
+
+
+def client_host(ctx) -> str:
+    """``InetAddress.toString()`` of the peer, as Kafka stores it: ``/127.0.0.1``."""
+    host = ctx.peer.rsplit(":", 1)[0] if ctx.peer != "?" else ""
+    return "/" + host.strip("[]")
+
+
+def first_error(*codes) -> ErrorCode:
+    return next((c for c in codes if c != ErrorCode.NONE), ErrorCode.NONE)

@@ -1,0 +1,51 @@
+"""OffsetCommit (key 8), versions 1-9.
+
+- v0 (offsets in ZooKeeper) is not served, as in KRaft Kafka.
+- Topics are checked first: an unknown topic or partition gets
+  UNKNOWN_TOPIC_OR_PARTITION and is not committed; the rest go to the
+  coordinator (member and generation checks, metadata size limit).
+- The answer comes once the commit records are durable in
+  ``__consumer_offsets``; a commit to a missing group with a generation
+  gets GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before (the new
+  coordinator).  The commit timestamp is always the broker's time.
+- v2-4 retention times give the record an expiry time (OffsetCommitValue v1).
+"""
+
+from __future__ import annotations
+
+from broker.apis import api
+from broker.groups.offsets import OffsetAndMetadata
+from protocol.errors import ErrorCode
+
+
+@api(key=8, versions=(1, 9))
+async def offset_commit(ctx, request):
+    version = ctx.api_version
+    broker = ctx.broker
+    groups = broker.groups
+    answer: dict[tuple[str, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for topic in request.topics:
+        known = broker.topics.get(topic.name)
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if known is None or not 0 <= p.partition_index < known.partitions:
+                answer[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offsets[tp] = OffsetAndMetadata(
+                p.committed_offset,
+                p.committed_leader_epoch if version >= 6 else -1,
+                p.committed_metadata or "")
+    if offsets:
+        committed = await groups.ask(
+            groups.core.commit, request.group_id, request.generation_id_or_member_epoch,
+            request.member_id, request.group_instance_id if version >= 7 else None, offsets,
+            version=version,
+            retention_ms=request.retention_time_ms if 2 <= version <= 4 else -1)
+        answer.update(committed)
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": topic.name, "partitions": [
+            {"partition_index": p.partition_index,
+             "error_code": answer[(topic.name, p.partition_index)]}
+            for p in topic.partitions]}
+        for topic in request.topics]}

@@ -1,0 +1,37 @@
+"""JoinGroup (key 11), versions 0-9.
+
+- v0 has no rebalance timeout: the session timeout stands in (Kafka).
+- v4+ dynamic members join in two steps (KIP-394): MEMBER_ID_REQUIRED hands
+  out the member id; v0-3 members are added at once.
+- A JoinGroup is parked in the group's delayed-join purgatory until the join
+  phase completes (``broker.groups.coordinator``); the connection waits, as
+  Kafka's does.
+- ``protocol_name`` is "" rather than null before v7, where it is not nullable.
+"""
+
+from __future__ import annotations
+
+from broker.apis import api
+from broker.apis.group_support import client_host
+from broker.groups.coordinator import JoinRequest
+
+
+@api(key=11, versions=(0, 9))
+async def join_group(ctx, request):
+    version = ctx.api_version
+    groups = ctx.broker.groups
+    join = JoinRequest(
+        group_id=request.group_id, member_id=request.member_id,
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+        session_timeout_ms=request.session_timeout_ms,
+        rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1
+        else request.session_timeout_ms,
+        group_instance_id=request.group_instance_id if version >= 5 else None,
+        client_id=ctx.client_id or "", client_host=client_host(ctx), version=version,
+        reason=request.reason if version >= 8 else None)
+    answer = dict(await groups.ask(groups.core.join, join))
+    if version < 7 and answer["protocol_name"] is None:
+        answer["protocol_name"] = ""
+    answer["throttle_time_ms"] = 0
+    return answer

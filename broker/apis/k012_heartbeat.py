@@ -1,0 +1,18 @@
+"""Heartbeat (key 12), versions 0-4.
+
+Keeps a member's session alive; REBALANCE_IN_PROGRESS tells it to re-join.
+Answered NONE while the group's partition is loading, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from broker.apis import api
+
+
+@api(key=12, versions=(0, 4))
+async def heartbeat(ctx, request):
+    groups = ctx.broker.groups
+    code = groups.core.heartbeat(
+        request.group_id, request.generation_id, request.member_id,
+        request.group_instance_id if ctx.api_version >= 3 else None, groups.now())
+    return {"throttle_time_ms": 0, "error_code": code}

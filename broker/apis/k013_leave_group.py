@@ -1,0 +1,31 @@
+"""LeaveGroup (key 13), versions 0-5.
+
+- v0-2 name one member; v3+ a list of members, by member id or, with an empty
+  member id, by ``group.instance.id`` (KIP-345 administrative removal).
+- The members leave together and the group rebalances once (the new
+  coordinator's behaviour).
+- v0-2 have only a top-level error: the group's, else the member's.
+"""
+
+from __future__ import annotations
+
+from broker.apis import api
+from broker.apis.group_support import first_error
+
+
+@api(key=13, versions=(0, 5))
+async def leave_group(ctx, request):
+    version = ctx.api_version
+    groups = ctx.broker.groups
+    if version >= 3:
+        members = [(m.member_id, m.group_instance_id, m.reason if version >= 5 else None)
+                   for m in request.members]
+    else:
+        members = [(request.member_id, None, None)]
+    code, errors, outcome = groups.core.leave(request.group_id, members, groups.now())
+    groups.run(outcome)
+    if version < 3:
+        return {"throttle_time_ms": 0, "error_code": first_error(code, *errors)}
+    return {"throttle_time_ms": 0, "error_code": code, "members": [
+        {"member_id": m, "group_instance_id": i, "error_code": e}
+        for (m, i, _r), e in zip(members, errors)]}

@@ -1,0 +1,31 @@
+"""SyncGroup (key 14), versions 0-5.
+
+- v5+ must carry the protocol type and name: INCONSISTENT_GROUP_PROTOCOL
+  without them (KafkaApis checks this before the coordinator).
+- The leader's assignment is written to ``__consumer_offsets`` first; every
+  parked SyncGroup of the generation is answered once it is durable, and only
+  then is the group Stable.
+"""
+
+from __future__ import annotations
+
+from broker.apis import api
+from broker.groups.coordinator import sync_answer
+from protocol.errors import ErrorCode
+
+
+@api(key=14, versions=(0, 5))
+async def sync_group(ctx, request):
+    version = ctx.api_version
+    if version >= 5 and (request.protocol_type is None or request.protocol_name is None):
+        answer = sync_answer(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+    else:
+        groups = ctx.broker.groups
+        answer = dict(await groups.ask(
+            groups.core.sync, request.group_id, request.generation_id, request.member_id,
+            request.group_instance_id if version >= 3 else None,
+            request.protocol_type if version >= 5 else None,
+            request.protocol_name if version >= 5 else None,
+            [(a.member_id, bytes(a.assignment)) for a in request.assignments]))
+    answer["throttle_time_ms"] = 0
+    return answer

@@ -1,0 +1,20 @@
+"""ListGroups (key 16), versions 0-5.
+
+- v4+ filter by state (case-insensitive), v5+ by type: every group here is a
+  ``classic`` group, so another type matches none.
+- While a ``__consumer_offsets`` partition is loading the answer is
+  COORDINATOR_LOAD_IN_PROGRESS with no groups (the new coordinator).
+"""
+
+from __future__ import annotations
+
+from broker.apis import api
+
+
+@api(key=16, versions=(0, 5))
+async def list_groups(ctx, request):
+    version = ctx.api_version
+    code, groups = ctx.broker.groups.core.list_groups(
+        list(request.states_filter) if version >= 4 else [],
+        list(request.types_filter) if version >= 5 else [])
+    return {"throttle_time_ms": 0, "error_code": code, "groups": groups}

@@ -1,0 +1,20 @@
+"""DeleteGroups (key 42), versions 0-2.
+
+- Only an Empty group can be deleted (NON_EMPTY_GROUP otherwise); an unknown
+  one gets GROUP_ID_NOT_FOUND.  Repeated names count once.
+- A deleted group leaves tombstones for its offsets and its metadata, and the
+  answer comes once they are durable (the new coordinator).
+"""
+
+from __future__ import annotations
+
+from broker.apis import api
+
+
+@api(key=42, versions=(0, 2))
+async def delete_groups(ctx, request):
+    groups = ctx.broker.groups
+    names = list(dict.fromkeys(request.groups_names))
+    answer = await groups.ask(groups.core.delete_groups, names)
+    return {"throttle_time_ms": 0, "results": [
+        {"group_id": name, "error_code": answer[name]} for name in names]}

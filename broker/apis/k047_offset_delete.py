@@ -1,0 +1,40 @@
+"""OffsetDelete (key 47), version 0 (KIP-496).
+
+- Unknown topics or partitions: UNKNOWN_TOPIC_OR_PARTITION, nothing deleted.
+- An Empty group loses the offsets asked for; an active consumer group keeps
+  those of the topics it subscribes to (GROUP_SUBSCRIBED_TO_TOPIC); an
+  active group of another protocol type: NON_EMPTY_GROUP.  Unknown group:
+  GROUP_ID_NOT_FOUND.
+- The answer comes once the tombstones are durable.
+"""
+
+from __future__ import annotations
+
+from broker.apis import api
+from protocol.errors import ErrorCode
+
+
+@api(key=47, versions=(0, 0))
+async def offset_delete(ctx, request):
+    broker = ctx.broker
+    groups = broker.groups
+    answer: dict[tuple[str, int], ErrorCode] = {}
+    asked = []
+    for topic in request.topics:
+        known = broker.topics.get(topic.name)
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if known is None or not 0 <= p.partition_index < known.partitions:
+                answer[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                asked.append(tp)
+    code, deleted = await groups.ask(groups.core.delete_offsets, request.group_id, asked)
+    if code != ErrorCode.NONE:
+        return {"error_code": code, "throttle_time_ms": 0, "topics": []}
+    answer.update(deleted)
+    return {"error_code": ErrorCode.NONE, "throttle_time_ms": 0, "topics": [
+        {"name": topic.name, "partitions": [
+            {"partition_index": p.partition_index,
+             "error_code": answer[(topic.name, p.partition_index)]}
+            for p in topic.partitions]}
+        for topic in request.topics]}
