@@ -510,6 +510,59 @@ def walk_records(data: bytes, count: int) -> list[tuple[int, int, int, int]]:
     return out
 
 
+def key_values(data: bytes, count: int) -> list[tuple[bytes | None, bytes | None]]:
+    """``(key, value)`` of each record of a decompressed batch, nothing else: the
+    hot loop of replaying ``__consumer_offsets`` at start-up.  Single-byte
+    varints (nearly all of them here) are read inline."""
+    zz = _zigzag_at
+    out = []
+    append = out.append
+    pos = 0
+    end = len(data)
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                length, pos = zz(data, pos)
+            stop = pos + length
+            if length < 0 or stop > end:
+                raise CorruptRecordError("record length exceeds the batch")
+            _ts, pos = zz(data, pos + 1, 63)
+            b = data[pos]
+            pos = pos + 1 if b < 0x80 else zz(data, pos)[1]  # offset delta
+            b = data[pos]
+            if b < 0x80:
+                n, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                n, pos = zz(data, pos)
+            if n >= 0:
+                key = data[pos : pos + n]
+                pos += n
+            else:
+                key = None
+            b = data[pos]
+            if b < 0x80:
+                n, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                n, pos = zz(data, pos)
+            if n >= 0:
+                value = data[pos : pos + n]
+                pos += n
+            else:
+                value = None
+            if pos >= stop:  # the header count is still to come
+                raise CorruptRecordError("record length does not match its content")
+            append((key, value))
+            pos = stop  # headers, if any, are not needed
+    except IndexError:
+        raise CorruptRecordError("truncated record") from None
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} bytes after the last record")
+    return out
+
+
 def batch_payload(buf, pos: int = 0, size: int | None = None) -> bytes:
     """The decompressed record bytes of the v2 batch at ``pos``."""
     header = batch_header(buf, pos)

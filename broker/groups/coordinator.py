@@ -1183,22 +1183,38 @@ class LoadedPartition:
     groups: dict[str, Group] = field(default_factory=dict)
     offsets: dict[str, dict] = field(default_factory=dict)
     records: int = 0
-    skipped: int = 0
+    skipped: int = 0  # unknown record types (KIP-848 and share-group records)
+    unreadable: int = 0
 
 
 def replay(records: Iterable[tuple[bytes, bytes | None]]) -> LoadedPartition:
     """Rebuild the groups and offsets of one ``__consumer_offsets`` partition from
     its records, in log order: the last record of a key wins, tombstones remove
     (GroupMetadataManager.loadGroupsAndOffsets).  Pure: safe in a worker thread."""
-    store = OffsetStore()
-    metadata: dict[str, Any] = {}
     loaded = LoadedPartition()
+    # The last record of each key is all that counts: keep the raw bytes of the
+    # last one per key (no decoding), then decode only those.  Offset-commit keys
+    # v0 and v1 have the same body: one logical key.
+    latest: dict[bytes, bytes | None] = {}
     for key, value in records:
         loaded.records += 1
+        if key is None:
+            continue
+        if key[:2] == b"\x00\x00":
+            key = b"\x00\x01" + key[2:]
+        latest[key] = value
+    store = OffsetStore()
+    metadata: dict[str, Any] = {}
+    for key, value in latest.items():
+        if value is None and key[:2] == b"\x00\x01":
+            continue  # a deleted offset: nothing to decode
         try:
             kind, fields, decoded = store.replay(key, value)
         except G.UnknownRecordType:
             loaded.skipped += 1
+            continue
+        except Exception:  # an undecodable record costs itself, not the partition
+            loaded.unreadable += 1
             continue
         if kind == G.GROUP_METADATA:
             metadata[fields.group] = decoded

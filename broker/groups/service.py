@@ -26,7 +26,7 @@ from broker.groups.timers import WallClock
 from broker.topics.data import LEADER_EPOCH
 from broker.topics.manager import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
-from protocol.records import Record, build_batch, decode_batch
+from protocol.records import Record, batch_header, batch_payload, build_batch, key_values
 from storage.errors import StorageError
 from storage.validator import AppendOrigin
 
@@ -175,6 +175,9 @@ class GroupService:
             if loaded.skipped:
                 log.warning("groups.records_skipped", partition=partition,
                             records=loaded.skipped, reason="unknown record types")
+            if loaded.unreadable:
+                log.warning("groups.records_skipped", partition=partition,
+                            records=loaded.unreadable, reason="undecodable keys or values")
             self.run(self.core.install(partition, loaded, self.now()))
         self.core.loading.difference_update(partitions)
         self.loaded.set()
@@ -198,12 +201,10 @@ def offsets_records(plog):
     """Every (key, value) of a ``__consumer_offsets`` log, in order (control
     batches hold no group records)."""
     for data in plog.batches():
-        batch = decode_batch(data, 0, verify=False)
-        if batch.is_control:
+        header = batch_header(data, 0)
+        if header.is_control:
             continue
-        for record in batch.records:
-            if record.key is not None:
-                yield record.key, record.value
+        yield from key_values(batch_payload(data, 0, header.size), header.records_count)
 
 
 def load_partition(plog) -> LoadedPartition:

@@ -1,0 +1,97 @@
+"""``__consumer_offsets`` is replayed in the background after the broker starts
+listening (GROUP_COORDINATOR.md §13.3): meanwhile the groups of a partition
+still loading get COORDINATOR_LOAD_IN_PROGRESS (Heartbeat: NONE), other
+groups are served, and once loaded every group and offset is back."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from broker.groups import service
+from broker.groups.placement import coordinator_partition
+from tests.reference.client import WireClient
+
+SUB = b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff"
+
+
+def _join(client, group, member=""):
+    return client.call(11, 9, {
+        "group_id": group, "session_timeout_ms": 30_000, "rebalance_timeout_ms": 30_000,
+        "member_id": member, "group_instance_id": None, "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": SUB}], "reason": None})
+
+
+def _commit(client, group, offset):
+    return client.call(8, 9, {
+        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+        "group_instance_id": None, "topics": [{"name": "loaded", "partitions": [
+            {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
+             "committed_metadata": "kept"}]}]})
+
+
+def _fetch(client, group):
+    return client.call(9, 8, {"require_stable": False, "groups": [
+        {"group_id": group, "topics": None}]})["groups"][0]
+
+
+def test_groups_of_a_loading_partition_wait_and_the_rest_are_served(make_broker, tmp_path,
+                                                                     monkeypatch):
+    data = tmp_path / "data"
+    first = make_broker(data)
+    with WireClient.to(first.bootstrap) as client:
+        client.call(19, 4, {"topics": [{"name": "loaded", "num_partitions": 1,
+                                        "replication_factor": 1, "assignments": [],
+                                        "configs": []}],
+                            "timeout_ms": 5000, "validate_only": False})
+        assert _commit(client, "waiting", 42)["topics"][0]["partitions"][0]["error_code"] == 0
+    first.stop()
+    loading = coordinator_partition("waiting", 50)
+    other = next(g for g in (f"free-{i}" for i in range(100))
+                 if coordinator_partition(g, 50) != loading)
+
+    gate = threading.Event()
+    real = service.load_partition
+
+    def slow(plog):
+        if plog.name.endswith(f"-{loading}"):
+            assert gate.wait(30)
+        return real(plog)
+
+    monkeypatch.setattr(service, "load_partition", slow)
+    node = make_broker(data)  # started: listening while the partition loads
+    try:
+        with WireClient.to(node.bootstrap) as client:
+            assert _join(client, "waiting")["error_code"] == 14
+            assert _fetch(client, "waiting")["error_code"] == 14
+            assert _commit(client, "waiting", 1)["topics"][0]["partitions"][0]["error_code"] == 14
+            assert client.call(12, 4, {"group_id": "waiting", "generation_id": 1,
+                                       "member_id": "m", "group_instance_id": None}
+                               )["error_code"] == 0  # answered blindly, as Kafka
+            assert client.call(16, 4, {"states_filter": []})["error_code"] == 14
+            assert client.call(15, 5, {"groups": ["waiting"],
+                                       "include_authorized_operations": False}
+                               )["groups"][0]["error_code"] == 14
+            assert _join(client, other)["error_code"] == 79  # MEMBER_ID_REQUIRED: served
+            gate.set()
+            assert node.call(lambda: node.broker.groups.loaded.wait())
+            fetched = _fetch(client, "waiting")
+            assert fetched["error_code"] == 0
+            [partition] = fetched["topics"][0]["partitions"]
+            assert (partition["committed_offset"], partition["metadata"]) == (42, "kept")
+            listed = client.call(16, 4, {"states_filter": []})
+            assert listed["error_code"] == 0
+            assert "waiting" in {g["group_id"] for g in listed["groups"]}
+    finally:
+        gate.set()
+
+
+@pytest.mark.parametrize("garbage", [b"\x00\x01\xff", b"\x00\x02"])
+def test_an_unreadable_record_costs_itself_not_its_partition(garbage):
+    from protocol import group_records as G
+    from broker.groups.coordinator import replay
+    good = (G.offset_commit_key("g", "t", 0), G.offset_commit_value(7, "", 1))
+    loaded = replay([(garbage, b"\x00\x03junk"), good])
+    assert loaded.unreadable == 1
+    assert loaded.offsets["g"][("t", 0)].offset == 7
