@@ -195,3 +195,143 @@ def test_dump_log_segments_offsets_decoder_reads_kcoord_s_group_records(tools, t
         ({"type": "1", "data": {"group": "g1", "topic": "orders", "partition": 3}}, None),
         ({"type": "2", "data": {"group": "g2"}}, None),
     ]
+
+
+GROUPS_TOOL = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+
+
+def _json_objects(text: str) -> list:
+    decoder, found, pos = json.JSONDecoder(), [], text.find("{")
+    while pos >= 0:
+        value, end = decoder.raw_decode(text, pos)
+        found.append(value)
+        pos = text.find("{", end)
+    return found
+
+
+def _produce(node, topic: str, count: int, partitions: int = 2) -> None:
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    admin.create_topics([NewTopic(topic, partitions, 1)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=node.bootstrap)
+    for i in range(count):
+        producer.send(topic, value=b"%d" % i, partition=i % partitions)
+    producer.flush(30)
+    producer.close()
+
+
+def _describe_rows(out: str) -> dict[tuple[str, int], list[str]]:
+    """kafka-consumer-groups --describe: {(topic, partition): columns}."""
+    rows = {}
+    for line in out.splitlines():
+        cols = line.split()
+        if len(cols) >= 6 and cols[2].isdigit():
+            rows[(cols[1], int(cols[2]))] = cols
+    return rows
+
+
+def test_verifiable_consumers_share_a_group_and_commit(tools, make_broker):
+    """Kafka's system-test consumer (the Java client's group protocol): two of them
+    split the partitions, read every message and commit."""
+    import subprocess
+    import threading
+
+    node = make_broker()
+    _produce(node, "verified", 40, partitions=4)
+    cmd = ["java", *kafka.TOOL_JVM_OPTS, "-cp", kafka.classpath(),
+           "org.apache.kafka.tools.VerifiableConsumer", "--bootstrap-server", node.bootstrap,
+           "--topic", "verified", "--group-id", "verifiers", "--max-messages", "20",
+           "--session-timeout", "10000", "--reset-policy", "earliest"]
+    outputs = [[], []]
+
+    def run(i):
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
+        outputs[i] = [json.loads(line) for line in done.stdout.splitlines()
+                      if line.startswith("{")]
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(150)
+    consumed = sorted((r["partition"], o) for events in outputs for e in events
+                      if e["name"] == "records_consumed" for r in e["partitions"]
+                      for o in range(r["minOffset"], r["maxOffset"] + 1))
+    assert consumed == sorted((p, o) for p in range(4) for o in range(10))
+    commits = [e for events in outputs for e in events if e["name"] == "offsets_committed"]
+    assert commits and all(e["success"] for e in commits)
+    assigned = [e for events in outputs for e in events if e["name"] == "partitions_assigned"]
+    assert assigned  # both joined the group and got partitions
+
+
+def test_kafka_consumer_groups_list_describe_reset_and_delete(tools, make_broker):
+    node = make_broker()
+    server = ("--bootstrap-server", node.bootstrap)
+    _produce(node, "inspected", 10)
+    out = _run("org.apache.kafka.tools.consumer.ConsoleConsumer", *server, "--topic",
+               "inspected", "--group", "inspectors", "--from-beginning", "--max-messages", "10",
+               "--timeout-ms", "30000")
+    assert len([line for line in out.splitlines() if line.isdigit()]) == 10
+    assert "inspectors" in _run(GROUPS_TOOL, *server, "--list").split()
+    assert re.search(r"^inspectors\s+Empty\s*$",
+                     _run(GROUPS_TOOL, *server, "--list", "--state"), re.M)
+    rows = _describe_rows(_run(GROUPS_TOOL, *server, "--describe", "--group", "inspectors"))
+    # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ...
+    assert {tp: cols[3:6] for tp, cols in rows.items()} == {
+        ("inspected", 0): ["5", "5", "0"], ("inspected", 1): ["5", "5", "0"]}
+    reset = _run(GROUPS_TOOL, *server, "--reset-offsets", "--group", "inspectors", "--topic",
+                 "inspected", "--to-offset", "2", "--execute")
+    assert re.search(r"inspectors\s+inspected\s+0\s+2", reset)
+    rows = _describe_rows(_run(GROUPS_TOOL, *server, "--describe", "--group", "inspectors"))
+    assert [rows[("inspected", p)][3:6] for p in (0, 1)] == [["2", "5", "3"]] * 2
+    deleted = _run(GROUPS_TOOL, *server, "--delete-offsets", "--group", "inspectors",
+                   "--topic", "inspected:1")
+    assert re.search(r"inspected\s+1\s+Successful", deleted)
+    rows = _describe_rows(_run(GROUPS_TOOL, *server, "--describe", "--group", "inspectors"))
+    assert set(rows) == {("inspected", 0)}
+    assert "Deletion of requested consumer groups ('inspectors') was successful." in _run(
+        GROUPS_TOOL, *server, "--delete", "--group", "inspectors")
+    assert "inspectors" not in _run(GROUPS_TOOL, *server, "--list").split()
+
+
+def test_consumer_perf_test_consumes_in_a_group(tools, make_broker):
+    node = make_broker()
+    _produce(node, "perf-read", 3000, partitions=3)
+    out = _run("org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server",
+               node.bootstrap, "--topic", "perf-read", "--messages", "3000",
+               "--group", "perf-readers", "--timeout", "60000")
+    # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, ...
+    line = out.strip().splitlines()[-1].split(", ")
+    assert int(line[4]) == 3000
+
+
+def test_offsets_topic_read_through_fetch_and_dumped_from_disk(tools, make_broker):
+    """What kcoord writes to __consumer_offsets for a real consumer group is read
+    by Kafka's own decoders: over Fetch (the console consumer's offsets
+    formatter, as lag monitors read it) and from the segment files."""
+    node = make_broker()
+    server = ("--bootstrap-server", node.bootstrap)
+    _produce(node, "watched", 4)
+    _run("org.apache.kafka.tools.consumer.ConsoleConsumer", *server, "--topic", "watched",
+         "--group", "watchers", "--from-beginning", "--max-messages", "4",
+         "--timeout-ms", "30000")
+    partition = node.call(lambda: node.broker.groups.core.partition_for("watchers"))
+    out = _run("org.apache.kafka.tools.consumer.ConsoleConsumer", *server, "--topic",
+               "__consumer_offsets", "--partition", str(partition), "--offset", "earliest",
+               "--formatter", "org.apache.kafka.tools.consumer.OffsetsMessageFormatter",
+               "--timeout-ms", "10000")
+    commits = _json_objects(out)  # the formatter prints them with no separator
+    assert {(c["key"]["data"]["topic"], c["key"]["data"]["partition"],
+             c["value"]["data"]["offset"]) for c in commits
+            if c["key"]["data"].get("group") == "watchers"} == {("watched", 0, 2),
+                                                                 ("watched", 1, 2)}
+    node.stop()
+    directory = node.config.data_dir / f"__consumer_offsets-{partition}"
+    (segment,) = directory.glob("*.log")
+    dumped = _run("org.apache.kafka.tools.DumpLogSegments", "--offsets-decoder", "--files",
+                  str(segment))
+    assert re.search(r'"group":"watchers".*"protocolType":"consumer"', dumped)
+    assert re.search(r'"group":"watchers","topic":"watched","partition":1.*"offset":2', dumped)
