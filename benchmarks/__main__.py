@@ -24,6 +24,7 @@ BENCHMARKS = {
     "storage": "benchmarks.bench_storage",
     "topics": "benchmarks.bench_topics",
     "data": "benchmarks.bench_data",
+    "groups": "benchmarks.bench_groups",
     "kafka": "benchmarks.bench_kafka",
 }
 

@@ -24,6 +24,7 @@ Everything listens on 127.0.0.1 only.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import statistics
@@ -147,7 +148,8 @@ def _measure(bootstrap: str, extra=None, port: int | None = None) -> dict:
     return figures
 
 
-def _mock() -> dict:
+@contextlib.contextmanager
+def mock_cluster():
     """librdkafka's mock cluster lives in a client: a keeper producer starts it and
     its log line names the address the other clients use."""
     from confluent_kafka import Producer
@@ -168,9 +170,14 @@ def _mock() -> dict:
     if not found.wait(10):
         raise RuntimeError("the mock cluster did not say where it listens")
     try:
-        return _measure(address[0])
+        yield address[0]
     finally:
         keeper.flush(1)
+
+
+def _mock() -> dict:
+    with mock_cluster() as address:
+        return _measure(address)
 
 
 def _kafka() -> dict | None:

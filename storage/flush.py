@@ -94,6 +94,25 @@ class LogFlusher:
         pending, upto = self._pending()
         await asyncio.get_running_loop().run_in_executor(None, self._fsync, pending, upto)
 
+    def durable_now(self, rolled: bool) -> bool:
+        """True when the policy asks for no fsync before acknowledging this append
+        (``never``, no flush threshold reached): ``after_append`` need not be
+        awaited.  A segment that stopped being active is fsynced in the background."""
+        config = self.plog.config
+        if self.last_flush_ms is None:
+            self.last_flush_ms = self.plog.clock()
+        if config.flush_policy != "never" or self.unflushed_messages >= config.flush_messages \
+                or self.plog.clock() - self.last_flush_ms >= config.flush_ms:
+            return False
+        if rolled:
+            self._flush_in_background()
+        return True
+
+    def _flush_in_background(self) -> None:
+        task = asyncio.get_running_loop().create_task(self.flush_async())
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+
     async def after_append(self, rolled: bool) -> None:
         """Wait for durability as the log's fsync policy requires."""
         config = self.plog.config
@@ -108,9 +127,7 @@ class LogFlusher:
         elif policy == "batch":
             await self._group_flush()
         elif rolled:
-            task = asyncio.get_running_loop().create_task(self.flush_async())
-            self._background.add(task)
-            task.add_done_callback(self._background_done)
+            self._flush_in_background()
 
     def _background_done(self, task: asyncio.Task) -> None:
         self._background.discard(task)

@@ -13,7 +13,7 @@ from tests.support import REPO
 def test_benchmarks_run_quick_and_print_their_figures():
     env = {**os.environ, "KCOORD_BENCH_QUICK": "1"}
     result = subprocess.run([sys.executable, "-m", "benchmarks"], cwd=REPO, env=env,
-                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=110)
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=200)
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
     assert "QUICK mode" in out
@@ -38,4 +38,13 @@ def test_benchmarks_run_quick_and_print_their_figures():
         assert re.search(re.escape(label) + r" +kcoord +\d+\.\d+ .* mock +\d+\.\d+ +\(kcoord/mock",
                          out), out
     assert re.search(r"while producing 100 B messages: \d+\.\d+ ms", out), out
+    # Consumer groups: kcoord next to the mock cluster, replay and memory.
+    for label in ("first assignment, 1 consumer", "sync commits/s, 1 connection",
+                  "sync commits/s, 8 connections"):
+        assert re.search(re.escape(label) + r" +kcoord +\d+\.\d+ .* mock +\d+\.\d+ +"
+                         r"\(kcoord/mock", out), out
+    assert re.search(r"heartbeats/s, 20 members +kcoord +\d+\.\d+", out), out
+    assert re.search(r"memory per 1,000 groups of 3 members: \d+\.\d+ MiB", out), out
+    assert re.search(r"start-up replay of [\d,]+ __consumer_offsets records: \d+\.\d+ s", out), out
+    assert re.search(r"while 8 connections commit: \d+\.\d+ ms", out), out
     assert "FAILED" not in out

@@ -134,6 +134,7 @@ class GroupCoordinator:
         self.offsets = OffsetStore()
         self.timers = Deadlines()
         self.loading: set[int] = set()
+        self._placement: dict[str, int] = {}  # group id -> partition, computed once
         self._new_uuid = new_uuid
         # Offset writes not yet durable: group -> {partition: sequence of the
         # latest write}.  A commit becomes visible once durable unless a later
@@ -149,7 +150,13 @@ class GroupCoordinator:
     # == placement and the checks in front of every request ======================
 
     def partition_for(self, group_id: str) -> int:
-        return coordinator_partition(group_id, self.config.partitions)
+        partition = self._placement.get(group_id)
+        if partition is None:
+            if len(self._placement) >= 100_000:
+                self._placement.clear()
+            partition = self._placement[group_id] = coordinator_partition(
+                group_id, self.config.partitions)
+        return partition
 
     def _loading(self, group_id: str) -> bool:
         return bool(self.loading) and self.partition_for(group_id) in self.loading

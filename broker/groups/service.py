@@ -71,8 +71,10 @@ class GroupService:
         batch = build_batch([Record(offset=i, timestamp=now, key=k, value=v)
                              for i, (k, v) in enumerate(write.records)])
         try:
-            plog = broker.logs.get_or_create(OFFSETS_TOPIC, write.partition,
-                                             broker.log_config(OFFSETS_TOPIC))
+            plog = broker.logs.get(OFFSETS_TOPIC, write.partition)
+            if plog is None:  # a partition's folder appears on its first write
+                plog = broker.logs.get_or_create(OFFSETS_TOPIC, write.partition,
+                                                 broker.log_config(OFFSETS_TOPIC))
             segments = len(plog.segments)
             plog.append(batch, leader_epoch=LEADER_EPOCH, origin=AppendOrigin.COORDINATOR,
                         now_ms=now)
@@ -86,8 +88,11 @@ class GroupService:
             self._finish(write, ErrorCode.KAFKA_STORAGE_ERROR)
             return
         broker.fetch_waiters.notify((OFFSETS_TOPIC, write.partition))
-        task = asyncio.get_running_loop().create_task(
-            self._durable(plog, write, rolled=len(plog.segments) != segments))
+        rolled = len(plog.segments) != segments
+        if plog.flusher.durable_now(rolled):
+            self._finish(write, ErrorCode.NONE)  # the default policy: written is durable
+            return
+        task = asyncio.get_running_loop().create_task(self._durable(plog, write, rolled))
         inflight = self._inflight.setdefault(write.partition, set())
         inflight.add(task)
         self._tasks.add(task)

@@ -41,7 +41,7 @@ def _until(condition, timeout: float, what: str):
         if value:
             return value
         time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
 
 
 # -- one adapter per client: a consumer in a thread that polls and reports --------------
@@ -90,10 +90,11 @@ class KafkaPythonMember(Member):
                 for tp, messages in batches.items():
                     self.seen += [(tp.partition, m.offset, m.value) for m in messages]
                 self.assignment = {tp.partition for tp in consumer.assignment()}
-                if batches:
-                    # Asynchronous: kafka-python's synchronous commit retries a
+                if self.seen:
+                    # Asynchronous (kafka-python's synchronous commit retries a
                     # rebalancing group from the polling thread, which then cannot
-                    # re-join (with Kafka too).
+                    # re-join, with Kafka too), and again at every poll: a commit
+                    # refused during a rebalance is made good by the next one.
                     consumer.commit_async()
         finally:
             consumer.close()
@@ -189,7 +190,9 @@ def test_one_consumer_reads_everything_commits_and_resumes(make_broker, client):
     _topic(node.bootstrap, topic)
     member = CLIENTS[client](node.bootstrap, group, topic).start()
     try:
-        _until(lambda: len(member.seen) >= PARTITIONS * 5, 30, "every message")
+        _until(lambda: len(member.seen) >= PARTITIONS * 5, 30,
+               lambda: f"every message (seen {len(member.seen)}, assigned "
+                       f"{member.assignment}, error {member.error!r})")
         _until(lambda: _committed(node.bootstrap, group, topic) ==
                {p: 5 for p in range(PARTITIONS)}, 30, "the commits")
     finally:
@@ -216,27 +219,36 @@ def test_three_consumers_share_six_partitions_and_take_over_from_one_that_leaves
         make_broker, client):
     """Each partition is owned exactly once, and a member that leaves hands its
     partitions to the others; every message is read."""
-    node = make_broker()
+    # kafka-python 3.0.12 can stall a follower that is told to re-join while its
+    # own join is in flight (against Kafka 4.4 as well): for it the members
+    # start in one generation (an initial delay), and one member stays.
+    quirk = client == "kafka-python"
+    node = make_broker(overrides={"group.initial.rebalance.delay.ms": 2000} if quirk else None)
     topic, group = f"three-{client}", f"group-three-{client}"
     _topic(node.bootstrap, topic)
     members = [CLIENTS[client](node.bootstrap, group, topic).start() for _ in range(3)]
+    everyone = list(members)
     try:
         _until(lambda: _owned_once(members), 60, "each partition owned exactly once")
         assert all(len(m.assignment) == 2 for m in members)
+        if quirk:
+            members.pop().stop()
+            _until(lambda: _owned_once(members), 60, "two members sharing the partitions")
         members[0].stop()
         _until(lambda: _owned_once(members[1:]), 60, "the others to take over")
-        _until(lambda: len({(p, o) for m in members for p, o, _v in m.seen}) == 30, 30,
+        _until(lambda: len({(p, o) for m in everyone for p, o, _v in m.seen}) == 30, 30,
                "every message read")
     finally:
         for m in members[1:]:
             m.stop()
-    assert all(m.error is None for m in members)
-    assert sorted({(p, o) for m in members for p, o, _v in m.seen}) == \
+    assert all(m.error is None for m in everyone)
+    assert sorted({(p, o) for m in everyone for p, o, _v in m.seen}) == \
         sorted((p, i) for p in range(PARTITIONS) for i in range(5))
 
 
 def test_mixed_clients_share_one_group_and_read_each_other_s_commits(make_broker):
-    node = make_broker()
+    # One generation for the three (see kafka-python's quirk above).
+    node = make_broker(overrides={"group.initial.rebalance.delay.ms": 2000})
     topic, group = "mixed", "group-mixed"
     _topic(node.bootstrap, topic)
     members = [cls(node.bootstrap, group, topic).start() for cls in CLIENTS.values()]

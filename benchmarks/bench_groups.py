@@ -1,0 +1,428 @@
+"""Consumer groups as CI suites use them: confluent-kafka (librdkafka) against
+kcoord, next to librdkafka's own mock cluster and, in the full run, Apache
+Kafka 4.x (with kcoord's development defaults: initial rebalance delay 0),
+the same client and settings in the same run.
+
+Figures per broker:
+
+* subscribe to first assignment, for 1 consumer and for 10 consumers of a
+  4-partition topic (the mock cluster's partition count): until every one of
+  them has had its assignment and every partition is owned;
+* a rebalance when one of 10 leaves (one that owns a partition): from its
+  ``close()`` until the other 9 own every partition again;
+* synchronous commits per second, over 1 connection and over 8 (each a
+  consumer committing its own offsets in a loop, ``commit(asynchronous=False)``);
+* heartbeats per second sustained by 20 members of one group (raw wire,
+  Heartbeat v4 back to back on 20 connections).
+
+kcoord only:
+
+* memory per 1,000 groups of 3 members (the broker's resident set before and
+  after, every group Stable);
+* start-up replay of a ``__consumer_offsets`` partition holding 1M records
+  (100k in quick mode): from process start to the ``groups.loaded`` event;
+* the worst wait of another client while the 8 connections commit.
+
+Goals (issue #10): one consumer's first assignment within 50 ms; at least
+twice the mock cluster's synchronous commits per second; 1M records replayed
+in under 3 s.  Everything listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from benchmarks.bench_server import broker_server
+from benchmarks.bench_topics import LagProbe
+from tests.reference.client import WireClient
+
+QUICK = os.environ.get("KCOORD_BENCH_QUICK") == "1"
+COMMIT_SECONDS = 0.5 if QUICK else 3.0
+HEARTBEAT_SECONDS = 0.5 if QUICK else 3.0
+REPLAY_RECORDS = 50_000 if QUICK else 1_000_000
+MEMORY_GROUPS = 50 if QUICK else 1_000
+REPEATS = 1 if QUICK else 3
+SUB = b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff"
+
+
+PARTITIONS = 4  # what librdkafka's mock cluster gives a topic it creates
+
+
+def _admin_topic(bootstrap: str, partitions: int = PARTITIONS) -> str:
+    """A new topic: created by CreateTopics, or, on the mock cluster (which has no
+    controller for it), by producing to it."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    name = f"bench-groups-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        admin.create_topics([NewTopic(name, partitions, 1)],
+                            request_timeout=5)[name].result(10)
+    except Exception:
+        producer = Producer({"bootstrap.servers": bootstrap})
+        producer.produce(name, b"")
+        producer.flush(10)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # Kafka lists the leaders a little later
+        topic = admin.list_topics(name, timeout=10).topics.get(name)
+        if topic and topic.error is None and len(topic.partitions) == partitions and \
+                all(p.leader >= 0 for p in topic.partitions.values()):
+            return name
+        time.sleep(0.05)
+    raise RuntimeError(f"topic {name} not ready")
+
+
+class _Member:
+    """A subscribed consumer polling in its own thread."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str):
+        from confluent_kafka import Consumer
+        self.assigned = threading.Event()
+        self.partitions: set[int] = set()
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                  "session.timeout.ms": 10_000, "heartbeat.interval.ms": 1000,
+                                  "partition.assignment.strategy": "range"})
+        self._stop = threading.Event()
+
+        def on_assign(_c, partitions):
+            self.partitions = {p.partition for p in partitions}
+            self.assigned.set()
+
+        def on_revoke(_c, _partitions):
+            self.partitions = set()
+            self.assigned.clear()
+
+        self.began = time.perf_counter()
+        self.consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self):
+        while not self._stop.is_set():
+            self.consumer.poll(0.005)
+
+    def close(self):
+        self._stop.set()
+        self._thread.join(10)
+        self.consumer.close()
+
+
+def _first_assignment(bootstrap: str, count: int) -> tuple[float, list[_Member]]:
+    """Until every consumer has had its assignment (some get no partition when
+    there are more consumers than partitions) and every partition is owned."""
+    topic = _admin_topic(bootstrap)
+    group = f"bench-{uuid.uuid4().hex[:8]}"
+    began = time.perf_counter()
+    members = [_Member(bootstrap, group, topic) for _ in range(count)]
+    deadline = began + 60
+    while time.perf_counter() < deadline:
+        owned = sorted(p for m in members for p in m.partitions)
+        if owned == list(range(PARTITIONS)) and all(m.assigned.is_set() for m in members):
+            return (time.perf_counter() - began) * 1000, members
+        time.sleep(0.001)
+    raise RuntimeError(f"{count} consumers got no full assignment within 60 s")
+
+
+def _assignments(bootstrap: str) -> dict:
+    figures = {}
+    one, members = _first_assignment(bootstrap, 1)
+    for m in members:
+        m.close()
+    figures["first 1"] = one
+    if QUICK:
+        return figures  # ten consumers rebalance for seconds: the full run only
+    ten, members = _first_assignment(bootstrap, 10)
+    try:
+        leaving = next(m for m in members if m.partitions)  # one that owns a partition
+        members.remove(leaving)
+        began = time.perf_counter()
+        leaving.close()
+        deadline = began + 60
+        while time.perf_counter() < deadline:
+            owned = sorted(p for m in members for p in m.partitions)
+            if owned == list(range(PARTITIONS)):
+                break
+            time.sleep(0.001)
+        else:
+            raise RuntimeError("the 9 did not take over within 60 s")
+        figures["leave"] = (time.perf_counter() - began) * 1000
+    finally:
+        for m in members:
+            m.close()
+    figures["first 10"] = ten
+    return figures
+
+
+def _commits(bootstrap: str, connections: int, seconds: float) -> float:
+    """Synchronous commits per second, summed over ``connections`` consumers."""
+    from confluent_kafka import Consumer, TopicPartition
+    topic = _admin_topic(bootstrap)
+    counts = [0] * connections
+    start = threading.Barrier(connections + 1)
+
+    def run(i):
+        consumer = Consumer({"bootstrap.servers": bootstrap,
+                             "group.id": f"bench-commit-{uuid.uuid4().hex[:8]}",
+                             "enable.auto.commit": False})
+        offsets = [TopicPartition(topic, 0, 0)]
+        consumer.commit(offsets=offsets, asynchronous=False)  # coordinator found
+        start.wait()
+        end = time.perf_counter() + seconds
+        n = 0
+        while time.perf_counter() < end:
+            n += 1
+            offsets[0].offset = n
+            consumer.commit(offsets=offsets, asynchronous=False)
+        counts[i] = n
+        consumer.close()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(connections)]
+    for t in threads:
+        t.start()
+    start.wait()
+    for t in threads:
+        t.join(seconds + 60)
+    return sum(counts) / seconds
+
+
+def _stable_group(bootstrap: str, group: str, size: int, assignment: bytes = b"",
+                  timeout: float = 60) -> list[tuple[WireClient, str, int]]:
+    """``size`` members in a Stable group, each on its own connection, driven the
+    way clients drive them (join, sync, heartbeat, re-join when told): with an
+    initial delay of 0 the first joins complete before the later ones arrive."""
+    join = {"group_id": group, "session_timeout_ms": 30_000, "rebalance_timeout_ms": 10_000,
+            "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": SUB}], "reason": None}
+    done = threading.Event()
+    results: list = [None] * size
+
+    def member(i):
+        client = WireClient.to(bootstrap, timeout=timeout)
+        member_id, generation = "", -1
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if generation < 0:
+                joined = client.call(11, 5, {**join, "member_id": member_id})
+                member_id = joined["member_id"] if joined["error_code"] in (0, 79) else ""
+                if joined["error_code"] != 0:
+                    continue
+                generation = joined["generation_id"]
+                synced = client.call(14, 3, {
+                    "group_id": group, "generation_id": generation, "member_id": member_id,
+                    "group_instance_id": None,
+                    "assignments": [{"member_id": m["member_id"], "assignment": assignment}
+                                    for m in joined["members"]]})
+                if synced["error_code"] != 0:
+                    generation = -1
+                    continue
+            results[i] = (client, member_id, generation)
+            if done.is_set():
+                return
+            beat = client.call(12, 3, {"group_id": group, "generation_id": generation,
+                                       "member_id": member_id, "group_instance_id": None})
+            if beat["error_code"] != 0:
+                generation = -1
+                results[i] = None
+            time.sleep(0.002)
+        raise RuntimeError(f"member {i} of {group} found no stable generation")
+
+    threads = [threading.Thread(target=member, args=(i,), daemon=True) for i in range(size)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        current = list(results)
+        if all(current) and len({r[2] for r in current}) == 1:
+            done.set()
+            break
+        time.sleep(0.002)
+    done.set()
+    for t in threads:
+        t.join(timeout)
+    if not all(results) or len({r[2] for r in results}) != 1:
+        raise RuntimeError(f"{group}: no stable generation of {size} members")
+    return results
+
+
+def _heartbeats(bootstrap: str, members: int = 20, seconds: float = HEARTBEAT_SECONDS) -> float:
+    """Heartbeats per second from ``members`` members of one Stable group."""
+    group = f"bench-hb-{uuid.uuid4().hex[:8]}"
+    stable = _stable_group(bootstrap, group, members)
+    counts = [0] * members
+
+    def run(i):
+        client, member_id, generation = stable[i]
+        body = {"group_id": group, "generation_id": generation, "member_id": member_id,
+                "group_instance_id": None}
+        end = time.perf_counter() + seconds
+        n = 0
+        while time.perf_counter() < end:
+            answer = client.call(12, 4, body)
+            if answer["error_code"] != 0:
+                raise RuntimeError(f"heartbeat answered {answer}")
+            n += 1
+        counts[i] = n
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(members)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(seconds + 30)
+    for client, _m, _g in stable:
+        client.close()
+    return sum(counts) / seconds
+
+
+def _measure(bootstrap: str, port: int | None = None, heartbeats: bool = True) -> dict:
+    figures = {}
+    runs = [_assignments(bootstrap) for _ in range(REPEATS)]
+    for key in runs[0]:
+        figures[key] = statistics.median(r[key] for r in runs)
+    figures["commits 1"] = _commits(bootstrap, 1, COMMIT_SECONDS)
+    probe = LagProbe(port) if port is not None else None
+    if probe:
+        probe.start()
+    try:
+        figures["commits 8"] = _commits(bootstrap, 8, COMMIT_SECONDS)
+    finally:
+        if probe:
+            probe.stop.set()
+            probe.join(60)
+            figures["lag"] = probe.worst * 1000
+    figures["heartbeats"] = _heartbeats(bootstrap) if heartbeats else None
+    return figures
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def _memory_per_1000_groups(port: int, pid: int) -> float:
+    """KiB of broker memory per 1,000 Stable groups of 3 members, each member
+    with a 40-byte assignment (the broker's resident set before and after)."""
+    before = _rss_kib(pid)
+    for g in range(MEMORY_GROUPS):
+        for client, _m, _g in _stable_group(f"127.0.0.1:{port}", f"memory-{g}", 3,
+                                            assignment=b"\x00" * 40):
+            client.close()
+    after = _rss_kib(pid)
+    return (after - before) * 1000 / MEMORY_GROUPS
+
+
+def _replay_seconds() -> tuple[float, int]:
+    """A data dir whose ``__consumer_offsets`` partition 0 holds REPLAY_RECORDS commit
+    records (10,000 groups x 10 partitions, committed again and again); the time
+    from starting the broker process to its ``groups.loaded`` event."""
+    from protocol import group_records as G
+    from protocol.records import Record, build_batch
+    from storage.config import LogConfig
+    from storage.log import PartitionLog
+    from storage.validator import AppendOrigin
+
+    with tempfile.TemporaryDirectory(prefix="kcoord-replay-") as data_dir:
+        log = PartitionLog(os.path.join(data_dir, "__consumer_offsets-0"),
+                           LogConfig(segment_bytes=100 << 20))
+        value = G.offset_commit_value(123_456, "", 1_700_000_000_000)
+        keys = [G.offset_commit_key(f"group-{g}", "topic", p)
+                for g in range(1_000) for p in range(10)]
+        for start in range(0, REPLAY_RECORDS, 500):
+            log.append(build_batch([Record(i, 1_700_000_000_000,
+                                           keys[(start + i) % len(keys)], value)
+                                    for i in range(500)]), origin=AppendOrigin.COORDINATOR)
+        log.close()
+        began = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "broker.cli", "serve", "--host",
+                                 "127.0.0.1", "--port", "0", "--data-dir", data_dir,
+                                 "--log-format", "json"],
+                                cwd=Path(__file__).resolve().parent.parent,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        try:
+            for line in proc.stdout:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if event.get("event") == "groups.loaded":
+                    return time.perf_counter() - began, event["records"]
+            raise RuntimeError("the broker exited before loading its groups")
+        finally:
+            proc.terminate()
+            proc.wait(15)
+
+
+def _mock() -> dict:
+    from benchmarks.bench_data import mock_cluster
+    with mock_cluster() as address:
+        # Its JoinGroup answers carry a null member metadata where the field is
+        # not nullable: raw-wire members cannot read them (librdkafka's own
+        # parser lets it pass), so no heartbeat figure.
+        return _measure(address, heartbeats=False)
+
+
+def _kafka() -> dict | None:
+    from tests.reference import kafka
+    if QUICK:
+        print("  (Apache Kafka: in the full run only)")
+        return None
+    missing = kafka.missing_requirements()
+    if missing:
+        print(f"  (Apache Kafka skipped: {missing})")
+        return None
+    kafka.resolve(kafka.MAIN_VERSION)
+    broker = kafka.KafkaBroker(kafka.MAIN_VERSION)
+    broker.start()
+    try:
+        from tests.reference.fixtures import create_offsets_topic
+        create_offsets_topic(broker)
+        return _measure(broker.bootstrap)
+    finally:
+        broker.stop()
+
+
+def run() -> None:
+    print("consumer groups: confluent-kafka through kcoord, librdkafka's mock cluster and Kafka")
+    with broker_server() as (port, pid):
+        ours = _measure(f"127.0.0.1:{port}", port=port)
+        memory = _memory_per_1000_groups(port, pid)
+    mock = _mock()
+    kafka = _kafka()
+    rows = [("first assignment, 1 consumer", "first 1", "ms"),
+            ("first assignment, 10 consumers", "first 10", "ms"),
+            ("rebalance when 1 of 10 leaves", "leave", "ms"),
+            ("sync commits/s, 1 connection", "commits 1", "/s"),
+            ("sync commits/s, 8 connections", "commits 8", "/s"),
+            ("heartbeats/s, 20 members", "heartbeats", "/s")]
+    for label, key, unit in rows:
+        if key not in ours:
+            continue  # the full run only
+        line = f"  {label:<32} kcoord {ours[key]:9.1f} {unit:<3}"
+        for name, theirs in (("mock", mock), ("Kafka", kafka)):
+            if theirs and theirs.get(key):
+                line += f" {name} {theirs[key]:9.1f}  (kcoord/{name} {ours[key] / theirs[key]:5.2f})"
+            elif theirs:
+                line += f" {name}       n/a"
+        print(line)
+    print(f"  memory per 1,000 groups of 3 members: {memory / 1024:.1f} MiB "
+          f"(measured over {MEMORY_GROUPS:,} groups)")
+    seconds, records = _replay_seconds()
+    print(f"  start-up replay of {records:,} __consumer_offsets records: {seconds:.2f} s "
+          f"(goal for 1M: under 3 s)")
+    print(f"  worst wait of another client while 8 connections commit: {ours['lag']:.1f} ms "
+          f"(goal: under 50 ms)")
+    print(f"  goals: first assignment {ours['first 1']:.0f} ms (under 50), sync commits "
+          f"{ours['commits 1'] / mock['commits 1']:.2f}x mock (at least 2)")
+    print()
