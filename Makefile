@@ -40,7 +40,7 @@ fuzz: $(STAMP)
 	KCOORD_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) KCOORD_FUZZ_RANDOM=1 $(PY) -m pytest -q -p no:cacheprovider \
 		-o timeout=0 tests/fuzz
 
-# Mutation testing of storage/ and broker/topics/ ([tool.mutmut] in pyproject.toml);
+# Mutation testing of storage/, broker/topics/ and broker/groups/ ([tool.mutmut] in pyproject.toml);
 # `$(VENV)/bin/mutmut results` lists the survivors afterwards.
 mutation: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,mutation]'

@@ -690,13 +690,12 @@ class GroupCoordinator:
             # Followers wait for the leader; a leader that repeats its SyncGroup
             # waits for the assignment already being written.
             return out
+        # Members the leader left out get an empty assignment (read with .get below).
         assignment = {m: bytes(a) for m, a in assignments if m in group.members}
         missing = [m for m in group.members if m not in assignment]
         if missing:
             log.warning("group.empty_assignments", group_id=group_id, members=missing,
                         generation=group.generation)
-        for m in missing:
-            assignment[m] = b""
         log.info("group.assignment_received", group_id=group_id, leader=member_id,
                  generation=group.generation, members=len(group.members))
 
@@ -824,8 +823,6 @@ class GroupCoordinator:
         def every(code: E) -> Outcome:
             return out.answer(ticket, {tp: code for tp in offsets})
 
-        if group_id is None:
-            return every(E.INVALID_GROUP_ID)
         if self._loading(group_id):
             return every(E.COORDINATOR_LOAD_IN_PROGRESS)
         group = self.groups.get(group_id)
@@ -926,12 +923,10 @@ class GroupCoordinator:
 
     # == OffsetFetch ====================================================================
 
-    def fetch_offsets(self, group_id: str | None, topics: list[tuple[str, list[int]]] | None
+    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None
                       ) -> tuple[E, list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]]:
         """(group error, [(topic, [(partition, offset or None)])]); ``topics``
         None asks for every committed partition."""
-        if group_id is None:
-            return E.INVALID_GROUP_ID, []
         if self._loading(group_id):
             return E.COORDINATOR_LOAD_IN_PROGRESS, []
         group = self.groups.get(group_id)
@@ -947,10 +942,7 @@ class GroupCoordinator:
 
     # == DescribeGroups / ListGroups ======================================================
 
-    def describe(self, group_id: str | None) -> dict:
-        if group_id is None:
-            return {"error_code": E.INVALID_GROUP_ID, "group_id": group_id,
-                    "group_state": "", "protocol_type": "", "protocol_data": "", "members": []}
+    def describe(self, group_id: str) -> dict:
         if self._loading(group_id):
             return {"error_code": E.COORDINATOR_LOAD_IN_PROGRESS, "group_id": group_id,
                     "group_state": "", "protocol_type": "", "protocol_data": "", "members": []}
@@ -993,9 +985,6 @@ class GroupCoordinator:
         answer: dict[str, E] = {}
         deleting: list[Group] = []
         for group_id in dict.fromkeys(group_ids):
-            if group_id is None:
-                answer[group_id] = E.INVALID_GROUP_ID
-                continue
             if self._loading(group_id):
                 answer[group_id] = E.COORDINATOR_LOAD_IN_PROGRESS
                 continue
@@ -1053,12 +1042,10 @@ class GroupCoordinator:
         self.timers.cancel(("join", group.group_id))
         self.timers.cancel(("sync", group.group_id))
 
-    def delete_offsets(self, ticket, group_id: str | None,
+    def delete_offsets(self, ticket, group_id: str,
                        partitions: list[tuple[str, int]], now: int) -> Outcome:
         """OffsetDelete: answer ``(group error, {(topic, partition): error})``."""
         out = Outcome()
-        if group_id is None:
-            return out.answer(ticket, (E.INVALID_GROUP_ID, {}))
         if self._loading(group_id):
             return out.answer(ticket, (E.COORDINATOR_LOAD_IN_PROGRESS, {}))
         group = self.groups.get(group_id)

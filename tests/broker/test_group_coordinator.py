@@ -615,3 +615,165 @@ def test_an_explicit_expiry_time_wins():
     assert h.core.fetch_offsets("g", None)[1] != []
     h.advance(10_000)
     assert h.core.fetch_offsets("g", None)[1] == []
+
+
+# -- deliberate differences (docs/deviations.md) ------------------------------------------------
+
+
+def test_a_second_join_of_a_parked_member_answers_the_first(h):
+    leader, follower = h.stable_group("g", 2)
+    first = h.join("g", leader)
+    second = h.join("g", leader)
+    assert h.answer(first)["error_code"] == E.REBALANCE_IN_PROGRESS  # Kafka: never answered
+    assert h.answer(second) is None
+    h.join("g", follower)
+    assert h.answer(second)["generation_id"] == 2
+
+
+def test_a_leader_repeating_its_sync_waits_for_the_assignment_being_written(h):
+    a, ta = h.join_new("g")
+    h.advance(0)
+    h.settle()
+    first = h.sync("g", 1, a, [(a, b"first")])
+    again = h.sync("g", 1, a, [(a, b"second")])
+    assert h.answer(first)["error_code"] == E.REBALANCE_IN_PROGRESS
+    assert len(h.pending) == 1  # one assignment written, not two
+    h.settle()
+    assert h.answer(again)["assignment"] == b"first"
+    assert h.core.groups["g"].members[a].assignment == b"first"
+
+
+def test_parked_requests_are_answered_not_coordinator_when_the_broker_stops(h):
+    leader, follower = h.stable_group("g", 2)
+    parked_join = h.join("g", leader)
+    h.join("g", follower)
+    parked_sync = h.sync("g", 2, follower)
+    newcomer_join = h.join("other", version=3)  # parked in its initial delay
+    h._take(h.core.unload_all())
+    assert h.answer(parked_sync)["error_code"] == E.NOT_COORDINATOR
+    assert h.answer(newcomer_join)["error_code"] == E.NOT_COORDINATOR
+    assert h.answer(parked_join)["error_code"] == E.NONE  # answered before the stop
+
+
+# -- the rules mutation testing asked for --------------------------------------------------------
+
+
+def test_group_max_size_counts_the_members_that_rejoined_during_a_rebalance():
+    h = Harness(max_group_size=3)
+    leader, follower = h.stable_group("g", 2, session=60_000)
+    h.join("g", version=3)  # a third member: PreparingRebalance, 1 waiting
+    h.join("g", leader)  # 2 waiting
+    fourth = h.join("g", version=3)  # 2 < 3: accepted
+    assert h.answer(fourth) is None
+    fifth = h.answer(h.join("g", version=3))  # 3 waiting: full
+    assert fifth["error_code"] == E.GROUP_MAX_SIZE_REACHED
+
+
+def test_a_static_member_that_does_not_rejoin_is_kept_when_the_join_phase_ends():
+    h = Harness()
+    static_join = h.join("g", instance="i1", session=60_000, rebalance=20_000)
+    h.advance(0)
+    static = h.answer(static_join)["member_id"]
+    dynamic, parked = h.join_new("g", session=60_000, rebalance=20_000)  # a rebalance
+    h.advance(20_000)  # the static member never re-joined
+    group = h.core.groups["g"]
+    assert static in group.members and dynamic in group.members
+    assert h.answer(parked)["generation_id"] == 2 and h.answer(parked)["leader"] == dynamic
+
+
+def test_a_member_whose_join_completed_expires_after_its_session_timeout_not_five_minutes():
+    h = Harness()
+    member, ticket = h.join_new("g", session=10_000, rebalance=60_000)
+    h.advance(0)
+    assert h.answer(ticket)["error_code"] == E.NONE
+    h.advance(9_999)
+    assert member in h.core.groups["g"].members
+    h.advance(1)  # no SyncGroup, no heartbeat: its session is over
+    assert member not in h.core.groups["g"].members
+
+
+def test_an_assignment_written_for_an_older_generation_is_not_applied():
+    h = Harness()
+    a, ta = h.join_new("g", session=60_000)
+    h.advance(0)
+    h.settle()
+    old_sync = h.sync("g", 1, a, [(a, b"old")])  # its write stays in flight
+    h.join_new("g", session=60_000)  # a newcomer: rebalance
+    h.join("g", a, session=60_000)  # generation 2 starts
+    assert h.core.groups["g"].generation == 2
+    h.settle()
+    group = h.core.groups["g"]
+    assert group.state is S.COMPLETING_REBALANCE and group.members[a].assignment == b""
+    assert h.answer(old_sync)["error_code"] == E.REBALANCE_IN_PROGRESS
+
+
+def test_a_commit_in_flight_does_not_bring_back_an_offset_deleted_meanwhile():
+    h = Harness()
+    commit = h.commit("g", {("t", 0): (5, "")})  # not yet durable
+    deleted = h.delete_offsets("g", [("t", 0)])
+    h.settle()
+    assert h.answer(commit) == {("t", 0): E.NONE}
+    assert h.answer(deleted) == (E.NONE, {("t", 0): E.NONE})
+    assert h.core.fetch_offsets("g", None) == (E.NONE, [])
+    # The log agrees: the tombstone came after the commit.
+    from broker.groups.coordinator import replay
+    assert replay(h.durable).offsets == {}
+
+
+def test_offset_keys_of_version_0_and_1_are_one_key_when_replayed():
+    from broker.groups.coordinator import replay
+    v1 = G.offset_commit_key("g", "t", 0)
+    v0 = b"\x00\x00" + v1[2:]
+    assert replay([(v0, G.offset_commit_value(3, "", 1)), (v1, None)]).offsets == {}
+    assert replay([(v1, G.offset_commit_value(3, "", 1)),
+                   (v0, G.offset_commit_value(4, "", 2))]).offsets["g"][("t", 0)].offset == 4
+
+
+def test_every_group_api_waits_for_a_loading_partition(h):
+    h.core.loading.add(h.core.partition_for("g"))
+    loading = E.COORDINATOR_LOAD_IN_PROGRESS
+    assert h.answer(h.commit("g", {("t", 0): (1, "")})) == {("t", 0): loading}
+    assert h.core.fetch_offsets("g", None) == (loading, [])
+    assert h.core.describe("g")["error_code"] == loading
+    assert h.leave("g", "m") == (loading, [])
+    assert h.answer(h.delete_groups("g")) == {"g": loading}
+    assert h.answer(h.delete_offsets("g", [("t", 0)])) == (loading, {})
+    assert h.heartbeat("g", 1, "m") == E.NONE
+    assert not h.pending
+
+
+@pytest.mark.parametrize("storage, client", [
+    (E.UNKNOWN_TOPIC_OR_PARTITION, E.COORDINATOR_NOT_AVAILABLE),
+    (E.NOT_ENOUGH_REPLICAS, E.COORDINATOR_NOT_AVAILABLE),
+    (E.REQUEST_TIMED_OUT, E.COORDINATOR_NOT_AVAILABLE),
+    (E.NOT_LEADER_OR_FOLLOWER, E.NOT_COORDINATOR),
+    (E.KAFKA_STORAGE_ERROR, E.NOT_COORDINATOR),
+    (E.MESSAGE_TOO_LARGE, E.UNKNOWN_SERVER_ERROR),
+    (E.RECORD_LIST_TOO_LARGE, E.UNKNOWN_SERVER_ERROR),
+    (E.INVALID_FETCH_SIZE, E.UNKNOWN_SERVER_ERROR),
+    (E.CORRUPT_MESSAGE, E.CORRUPT_MESSAGE),
+])
+def test_a_failed_write_is_reported_with_kafka_s_mapping(h, storage, client):
+    ticket = h.commit("g", {("t", 0): (1, "")})
+    h.settle(storage)
+    assert h.answer(ticket) == {("t", 0): client}
+
+
+def test_list_groups_says_every_group_is_classic(h):
+    h.stable_group("g", 1)
+    assert [g["group_type"] for g in h.core.list_groups([], [])[1]] == ["classic"]
+
+
+def test_delete_groups_with_nothing_to_delete_answers_at_once(h):
+    assert h.answer(h.delete_groups("nope")) == {"nope": E.GROUP_ID_NOT_FOUND}
+
+
+def test_a_group_whose_offsets_were_deleted_can_still_expire():
+    h = Harness(offsets_retention_ms=100_000, offsets_retention_check_interval_ms=10_000)
+    h.commit("g", {("t", 0): (1, ""), ("t", 1): (2, "")})
+    h.settle()
+    h.delete_offsets("g", [("t", 0)])
+    h.settle()
+    h.advance(100_000)
+    h.settle()
+    assert h.core.fetch_offsets("g", None) == (E.NONE, []) and "g" not in h.core.groups

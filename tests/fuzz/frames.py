@@ -71,14 +71,51 @@ _DATA = {
 }
 
 
+_SUB = b"\x00\x00\x00\x00\x00\x01\x00\x06fuzz-a\xff\xff\xff\xff"
+_COMMIT = {"group_id": "fuzz-g", "generation_id_or_member_epoch": -1, "member_id": "",
+           "group_instance_id": None, "retention_time_ms": -1, "topics": [
+               {"name": "fuzz-a", "partitions": [
+                   {"partition_index": 0, "committed_offset": 3, "committed_leader_epoch": -1,
+                    "commit_timestamp": -1, "committed_metadata": "m"}]}]}
+
+# Group requests that are answered at once: a first join (v4+ hands out a
+# member id and parks nothing), syncs, heartbeats and leaves of unknown
+# members, commits of a simple consumer, fetches and the admin group APIs.
+_GROUPS = {
+    8: [_COMMIT],
+    9: [{"group_id": "fuzz-g", "topics": None, "require_stable": True,
+         "groups": [{"group_id": "fuzz-g", "member_id": None, "member_epoch": -1,
+                     "topics": [{"name": "fuzz-a", "partition_indexes": [0, 1]}]}]}],
+    10: [{"key": "fuzz-g", "key_type": 0, "coordinator_keys": ["fuzz-g", "fuzz-h"]}],
+    11: [{"group_id": "fuzz-g", "session_timeout_ms": 6000, "rebalance_timeout_ms": 100,
+          "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+          "protocols": [{"name": "range", "metadata": _SUB}], "reason": "fuzz"}],
+    12: [{"group_id": "fuzz-g", "generation_id": 1, "member_id": "m", "group_instance_id": "i"}],
+    13: [{"group_id": "fuzz-g", "member_id": "m", "members": [
+        {"member_id": "m", "group_instance_id": None, "reason": None},
+        {"member_id": "", "group_instance_id": "i", "reason": "fuzz"}]}],
+    14: [{"group_id": "fuzz-g", "generation_id": 1, "member_id": "m", "group_instance_id": None,
+          "protocol_type": "consumer", "protocol_name": "range",
+          "assignments": [{"member_id": "m", "assignment": b"\x00\x01"}]}],
+    15: [{"groups": ["fuzz-g", ""], "include_authorized_operations": True}],
+    16: [{"states_filter": ["Stable", "empty"], "types_filter": ["classic"]}],
+    42: [{"groups_names": ["fuzz-g", "fuzz-h"]}],
+    47: [{"group_id": "fuzz-g", "topics": [{"name": "fuzz-a",
+                                            "partitions": [{"partition_index": 0}]}]}],
+}
+
+
 def seeds() -> list[tuple[int, int, bytes]]:
     """(api key, version, frame) for every served API and version."""
     out = []
     for key, reg in sorted(load_handlers().items()):
         for version in range(reg.min_version, reg.max_version + 1):
-            for body in ({}, _RICH.get(key), *_DATA.get(key, ())):
+            for body in ({}, _RICH.get(key), *_DATA.get(key, ()), *_GROUPS.get(key, ())):
                 if body is None:
                     continue
+                if key == 11 and body is not None and body.get("member_id") == "" and \
+                        version < 4:
+                    continue  # an old first join is parked in the purgatory
                 try:
                     frame = frame_request(reg.schema, version, 1, "fuzz", body)
                 except (ValueError, TypeError):

@@ -25,7 +25,7 @@ def _run(source: str, bootstrap: str) -> str:
 
 
 def test_the_readme_has_an_admin_and_a_produce_consume_example_per_client():
-    assert len(BLOCKS) == 2 * len(CLIENTS)
+    assert len(BLOCKS) == 2 * len(CLIENTS) + 1  # and the consumer-group example
 
 
 @pytest.mark.parametrize("index", range(len(CLIENTS)), ids=CLIENTS)
@@ -36,3 +36,17 @@ def test_readme_example(make_broker, index):
     out = _run(produce_consume, node.bootstrap)
     produced = re.search(r'b"(\d+ \w+)"', produce_consume).group(1)
     assert f"b'{produced}'" in out, out
+
+
+def test_readme_consumer_group_example(make_broker):
+    """Two consumers share the three partitions of ``orders``, and the lag table
+    shows every partition committed up to its end."""
+    node = make_broker()
+    _run(BLOCKS[0], node.bootstrap)  # creates "orders" with 3 partitions
+    out = _run(BLOCKS[2 * len(CLIENTS)], node.bootstrap)
+    owned = {name: eval(parts) for name, parts in
+             re.findall(r"^(alice|bob) owns partitions (\[.*\])$", out, re.M)}
+    assert sorted(owned["alice"] + owned["bob"]) == [0, 1, 2] and all(owned.values()), out
+    assert "group billing: Stable with 2 members" in out, out
+    rows = re.findall(r"^orders +(\d) +(\d+) +(\d+) +(\d+)$", out, re.M)
+    assert [(p, lag) for p, _c, _e, lag in rows] == [("0", "0"), ("1", "0"), ("2", "0")], out
