@@ -17,5 +17,17 @@ def client_host(ctx) -> str:
     return "/" + host.strip("[]")
 
 
+def when_answered(ticket, shape):
+    """``shape(answer)`` now if the coordinator has answered (no coroutine, no
+    task: the common case), else an awaitable of it."""
+    if ticket.done():
+        return shape(ticket.result())
+
+    async def later():
+        return shape(await ticket)
+
+    return later()
+
+
 def first_error(*codes) -> ErrorCode:
     return next((c for c in codes if c != ErrorCode.NONE), ErrorCode.NONE)

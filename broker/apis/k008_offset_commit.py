@@ -14,12 +14,13 @@
 from __future__ import annotations
 
 from broker.apis import api
+from broker.apis.group_support import when_answered
 from broker.groups.offsets import OffsetAndMetadata
 from protocol.errors import ErrorCode
 
 
 @api(key=8, versions=(1, 9))
-async def offset_commit(ctx, request):
+def offset_commit(ctx, request):
     version = ctx.api_version
     broker = ctx.broker
     groups = broker.groups
@@ -36,16 +37,20 @@ async def offset_commit(ctx, request):
                 p.committed_offset,
                 p.committed_leader_epoch if version >= 6 else -1,
                 p.committed_metadata or "")
-    if offsets:
-        committed = await groups.ask(
-            groups.core.commit, request.group_id, request.generation_id_or_member_epoch,
-            request.member_id, request.group_instance_id if version >= 7 else None, offsets,
-            version=version,
-            retention_ms=request.retention_time_ms if 2 <= version <= 4 else -1)
+
+    def shape(committed):
         answer.update(committed)
-    return {"throttle_time_ms": 0, "topics": [
-        {"name": topic.name, "partitions": [
-            {"partition_index": p.partition_index,
-             "error_code": answer[(topic.name, p.partition_index)]}
-            for p in topic.partitions]}
-        for topic in request.topics]}
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": topic.name, "partitions": [
+                {"partition_index": p.partition_index,
+                 "error_code": answer[(topic.name, p.partition_index)]}
+                for p in topic.partitions]}
+            for topic in request.topics]}
+
+    if not offsets:
+        return shape({})
+    return when_answered(groups.ask(
+        groups.core.commit, request.group_id, request.generation_id_or_member_epoch,
+        request.member_id, request.group_instance_id if version >= 7 else None, offsets,
+        version=version, retention_ms=request.retention_time_ms if 2 <= version <= 4 else -1),
+        shape)

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from broker.apis import api
 from protocol.errors import ErrorCode
 
@@ -26,30 +28,39 @@ def _partition(index: int, committed, code=ErrorCode.NONE) -> dict:
             "metadata": committed.metadata, "error_code": code}
 
 
-async def _fetch(groups, group_id: str, topics, require_stable: bool):
-    if require_stable:
-        await groups.settled(group_id)
+def _fetch(groups, group_id: str, topics):
     code, found = groups.core.fetch_offsets(group_id, topics)
     return code, [{"name": t, "partitions": [_partition(i, c) for i, c in parts]}
                   for t, parts in found]
 
 
 @api(key=9, versions=(1, 9))
-async def offset_fetch(ctx, request):
+def offset_fetch(ctx, request):
     version = ctx.api_version
     groups = ctx.broker.groups
-    stable = request.require_stable if version >= 7 else False
+    if version >= 7 and request.require_stable:
+        ids = [g.group_id for g in request.groups] if version >= 8 else [request.group_id]
+        pending = groups.writes_in_flight(ids)
+        if pending:
+            async def when_written():
+                await asyncio.wait(pending)
+                return _answer(groups, request, version)
+            return when_written()
+    return _answer(groups, request, version)
+
+
+def _answer(groups, request, version: int) -> dict:
     if version >= 8:
         answers = []
         for g in request.groups:
             topics = None if g.topics is None else \
                 [(t.name, list(t.partition_indexes)) for t in g.topics]
-            code, found = await _fetch(groups, g.group_id, topics, stable)
+            code, found = _fetch(groups, g.group_id, topics)
             answers.append({"group_id": g.group_id, "topics": found, "error_code": code})
         return {"throttle_time_ms": 0, "groups": answers}
     topics = None if request.topics is None else \
         [(t.name, list(t.partition_indexes)) for t in request.topics]
-    code, found = await _fetch(groups, request.group_id, topics, stable)
+    code, found = _fetch(groups, request.group_id, topics)
     if version == 1 and code != ErrorCode.NONE:
         found = [{"name": name, "partitions": [_partition(i, None, code) for i in parts]}
                  for name, parts in topics]

@@ -40,7 +40,7 @@ def _resolve(ctx, key_type: int) -> tuple[ErrorCode, str | None]:
 
 
 @api(key=10, versions=(0, 6))
-async def find_coordinator(ctx, request):
+def find_coordinator(ctx, request):
     broker = ctx.broker
     version = ctx.api_version
     key_type = request.key_type if version >= 1 else GROUP

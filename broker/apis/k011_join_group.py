@@ -12,12 +12,12 @@
 from __future__ import annotations
 
 from broker.apis import api
-from broker.apis.group_support import client_host
+from broker.apis.group_support import client_host, when_answered
 from broker.groups.coordinator import JoinRequest
 
 
 @api(key=11, versions=(0, 9))
-async def join_group(ctx, request):
+def join_group(ctx, request):
     version = ctx.api_version
     groups = ctx.broker.groups
     join = JoinRequest(
@@ -30,8 +30,11 @@ async def join_group(ctx, request):
         group_instance_id=request.group_instance_id if version >= 5 else None,
         client_id=ctx.client_id or "", client_host=client_host(ctx), version=version,
         reason=request.reason if version >= 8 else None)
-    answer = dict(await groups.ask(groups.core.join, join))
-    if version < 7 and answer["protocol_name"] is None:
-        answer["protocol_name"] = ""
-    answer["throttle_time_ms"] = 0
-    return answer
+
+    def shape(answer):
+        answer = dict(answer, throttle_time_ms=0)
+        if version < 7 and answer["protocol_name"] is None:
+            answer["protocol_name"] = ""
+        return answer
+
+    return when_answered(groups.ask(groups.core.join, join), shape)

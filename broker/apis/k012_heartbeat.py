@@ -10,7 +10,7 @@ from broker.apis import api
 
 
 @api(key=12, versions=(0, 4))
-async def heartbeat(ctx, request):
+def heartbeat(ctx, request):
     groups = ctx.broker.groups
     code = groups.core.heartbeat(
         request.group_id, request.generation_id, request.member_id,

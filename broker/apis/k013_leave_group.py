@@ -14,7 +14,7 @@ from broker.apis.group_support import first_error
 
 
 @api(key=13, versions=(0, 5))
-async def leave_group(ctx, request):
+def leave_group(ctx, request):
     version = ctx.api_version
     groups = ctx.broker.groups
     if version >= 3:

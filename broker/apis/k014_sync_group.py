@@ -10,22 +10,24 @@
 from __future__ import annotations
 
 from broker.apis import api
+from broker.apis.group_support import when_answered
 from broker.groups.coordinator import sync_answer
 from protocol.errors import ErrorCode
 
 
+def _shape(answer):
+    return dict(answer, throttle_time_ms=0)
+
+
 @api(key=14, versions=(0, 5))
-async def sync_group(ctx, request):
+def sync_group(ctx, request):
     version = ctx.api_version
     if version >= 5 and (request.protocol_type is None or request.protocol_name is None):
-        answer = sync_answer(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-    else:
-        groups = ctx.broker.groups
-        answer = dict(await groups.ask(
-            groups.core.sync, request.group_id, request.generation_id, request.member_id,
-            request.group_instance_id if version >= 3 else None,
-            request.protocol_type if version >= 5 else None,
-            request.protocol_name if version >= 5 else None,
-            [(a.member_id, bytes(a.assignment)) for a in request.assignments]))
-    answer["throttle_time_ms"] = 0
-    return answer
+        return _shape(sync_answer(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+    groups = ctx.broker.groups
+    return when_answered(groups.ask(
+        groups.core.sync, request.group_id, request.generation_id, request.member_id,
+        request.group_instance_id if version >= 3 else None,
+        request.protocol_type if version >= 5 else None,
+        request.protocol_name if version >= 5 else None,
+        [(a.member_id, bytes(a.assignment)) for a in request.assignments]), _shape)

@@ -15,7 +15,7 @@ from protocol.errors import ErrorCode
 
 
 @api(key=15, versions=(0, 5))
-async def describe_groups(ctx, request):
+def describe_groups(ctx, request):
     core = ctx.broker.groups.core
     include_ops = ctx.api_version >= 3 and request.include_authorized_operations
     described = []

@@ -12,7 +12,7 @@ from broker.apis import api
 
 
 @api(key=16, versions=(0, 5))
-async def list_groups(ctx, request):
+def list_groups(ctx, request):
     version = ctx.api_version
     code, groups = ctx.broker.groups.core.list_groups(
         list(request.states_filter) if version >= 4 else [],

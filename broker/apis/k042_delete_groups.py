@@ -9,12 +9,13 @@
 from __future__ import annotations
 
 from broker.apis import api
+from broker.apis.group_support import when_answered
 
 
 @api(key=42, versions=(0, 2))
-async def delete_groups(ctx, request):
+def delete_groups(ctx, request):
     groups = ctx.broker.groups
     names = list(dict.fromkeys(request.groups_names))
-    answer = await groups.ask(groups.core.delete_groups, names)
-    return {"throttle_time_ms": 0, "results": [
-        {"group_id": name, "error_code": answer[name]} for name in names]}
+    return when_answered(groups.ask(groups.core.delete_groups, names), lambda answer: {
+        "throttle_time_ms": 0,
+        "results": [{"group_id": name, "error_code": answer[name]} for name in names]})

@@ -11,11 +11,12 @@
 from __future__ import annotations
 
 from broker.apis import api
+from broker.apis.group_support import when_answered
 from protocol.errors import ErrorCode
 
 
 @api(key=47, versions=(0, 0))
-async def offset_delete(ctx, request):
+def offset_delete(ctx, request):
     broker = ctx.broker
     groups = broker.groups
     answer: dict[tuple[str, int], ErrorCode] = {}
@@ -28,13 +29,18 @@ async def offset_delete(ctx, request):
                 answer[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 asked.append(tp)
-    code, deleted = await groups.ask(groups.core.delete_offsets, request.group_id, asked)
-    if code != ErrorCode.NONE:
-        return {"error_code": code, "throttle_time_ms": 0, "topics": []}
-    answer.update(deleted)
-    return {"error_code": ErrorCode.NONE, "throttle_time_ms": 0, "topics": [
-        {"name": topic.name, "partitions": [
-            {"partition_index": p.partition_index,
-             "error_code": answer[(topic.name, p.partition_index)]}
-            for p in topic.partitions]}
-        for topic in request.topics]}
+
+    def shape(result):
+        code, deleted = result
+        if code != ErrorCode.NONE:
+            return {"error_code": code, "throttle_time_ms": 0, "topics": []}
+        answer.update(deleted)
+        return {"error_code": ErrorCode.NONE, "throttle_time_ms": 0, "topics": [
+            {"name": topic.name, "partitions": [
+                {"partition_index": p.partition_index,
+                 "error_code": answer[(topic.name, p.partition_index)]}
+                for p in topic.partitions]}
+            for topic in request.topics]}
+
+    return when_answered(groups.ask(groups.core.delete_offsets, request.group_id, asked),
+                         shape)

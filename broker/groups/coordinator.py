@@ -176,9 +176,12 @@ class GroupCoordinator:
     def tick(self, now: int) -> Outcome:
         out = Outcome()
         # One at a time, earliest first: firing one may cancel another that is
-        # also due, or arm one that is already due (the initial delay extended
-        # by 0 ms).
-        while (due := self.timers.pop_next_due(now)) is not None:
+        # also due.  A deadline armed meanwhile, even one already due (an
+        # initial delay of 0 extended by 0 ms), waits for the next tick: the
+        # requests that arrived in between come first, as in Kafka, whose
+        # timers run as operations queued behind them.
+        mark = self.timers.mark()
+        while (due := self.timers.pop_next_due(now, mark)) is not None:
             out.merge(self._fire(due, now))
         return out
 

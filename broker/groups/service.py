@@ -57,11 +57,12 @@ class GroupService:
             self._append(write)
         self._arm_timer()
 
-    async def ask(self, operation, *args, **kwargs) -> object:
-        """Run ``operation(ticket, *args, now, **kwargs)`` and wait for its answer."""
+    def ask(self, operation, *args, **kwargs) -> asyncio.Future:
+        """Run ``operation(ticket, *args, now, **kwargs)``; the ticket (a future) holds
+        its answer, often at once (nothing parked, no fsync to wait for)."""
         ticket = asyncio.get_running_loop().create_future()
         self.run(operation(ticket, *args, self.now(), **kwargs))
-        return await ticket
+        return ticket
 
     # -- writes ------------------------------------------------------------------------
 
@@ -122,12 +123,11 @@ class GroupService:
         if write.done is not None:
             self.run(write.done(error, self.now()))
 
-    async def settled(self, group_id: str) -> None:
-        """Wait for the writes in flight on the group's partition (OffsetFetch
-        with require_stable sees the commits that are being written)."""
-        pending = self._inflight.get(self.core.partition_for(group_id))
-        if pending:
-            await asyncio.wait(list(pending))
+    def writes_in_flight(self, group_ids) -> list[asyncio.Future]:
+        """The writes not yet durable on these groups' partitions (OffsetFetch with
+        require_stable waits for them, so it sees the commits being written)."""
+        return [task for p in {self.core.partition_for(g) for g in group_ids}
+                for task in self._inflight.get(p, ())]
 
     # -- timers ------------------------------------------------------------------------
 

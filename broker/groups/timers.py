@@ -17,7 +17,6 @@ arms a single loop timer for ``next_deadline()`` and, when it fires, asks for
 from __future__ import annotations
 
 import heapq
-import itertools
 import time
 from typing import Any, Hashable
 
@@ -61,7 +60,7 @@ class Deadlines:
     def __init__(self) -> None:
         self._heap: list[tuple[int, int, Hashable]] = []
         self._armed: dict[Hashable, tuple[int, int, Any]] = {}  # key -> (when, seq, payload)
-        self._seq = itertools.count()
+        self._next_seq = 0
 
     def __len__(self) -> int:
         return len(self._armed)
@@ -71,7 +70,8 @@ class Deadlines:
 
     def schedule(self, key: Hashable, when: int, payload: Any = None) -> None:
         """Arm ``key`` for ``when``, replacing any deadline it had."""
-        seq = next(self._seq)
+        seq = self._next_seq
+        self._next_seq += 1
         self._armed[key] = (when, seq, payload)
         heapq.heappush(self._heap, (when, seq, key))
         if len(self._heap) > 2 * len(self._armed) + 64:
@@ -99,11 +99,19 @@ class Deadlines:
             _w, _s, payload = self._armed.pop(key)
             due.append((key, payload))
 
-    def pop_next_due(self, now: int) -> tuple[Hashable, Any] | None:
-        """The earliest key due at ``now``, disarmed; None if none is due.  Taking
-        them one at a time lets firing one cancel another that is also due."""
+    def mark(self) -> int:
+        """A bound for ``pop_next_due``: deadlines armed after this call are newer."""
+        return self._next_seq
+
+    def pop_next_due(self, now: int, armed_before: int | None = None
+                     ) -> tuple[Hashable, Any] | None:
+        """The earliest key due at ``now`` (and armed before ``armed_before``, a
+        ``mark``), disarmed; None if none is.  Taking them one at a time lets
+        firing one cancel another that is also due."""
         self._drop_stale()
         if not self._heap or self._heap[0][0] > now:
+            return None
+        if armed_before is not None and self._heap[0][1] >= armed_before:
             return None
         _when, _seq, key = heapq.heappop(self._heap)
         _w, _s, payload = self._armed.pop(key)

@@ -95,3 +95,77 @@ def test_an_unreadable_record_costs_itself_not_its_partition(garbage):
     loaded = replay([(garbage, b"\x00\x03junk"), good])
     assert loaded.unreadable == 1
     assert loaded.offsets["g"][("t", 0)].offset == 7
+
+
+def test_compaction_keeps_the_offsets_store_small_and_replays_the_same(tmp_path):
+    """A commit storm on few keys: compacting ``__consumer_offsets`` keeps one record
+    per key (tombstones too, for ``delete.retention.ms``), and replaying the
+    compacted log gives the same groups and offsets as the whole log."""
+    from broker.groups.coordinator import replay
+    from broker.groups.service import load_partition, offsets_records
+    from protocol import group_records as G
+    from protocol.records import Record, build_batch
+    from storage.config import LogConfig
+    from storage.log import PartitionLog
+    from storage.validator import AppendOrigin
+
+    log = PartitionLog(str(tmp_path / "__consumer_offsets-0"),
+                       LogConfig(segment_bytes=16_384, cleanup_policy="compact"))
+    member = {"member_id": "m", "group_instance_id": None, "client_id": "c",
+              "client_host": "/127.0.0.1", "rebalance_timeout": 1000, "session_timeout": 6000,
+              "subscription": b"s", "assignment": b"a"}
+    for n in range(2_000):
+        records = [(G.offset_commit_key("g", "t", n % 5), G.offset_commit_value(n, "", n))]
+        if n % 100 == 0:
+            records.append((G.group_metadata_key("g"), G.group_metadata_value({
+                "protocol_type": "consumer", "generation": n // 100, "protocol": "range",
+                "leader": "m", "current_state_timestamp": n, "members": [member]})))
+        if n == 10:
+            records.append((G.offset_commit_key("g", "t", 9), G.offset_commit_value(1, "", n)))
+        if n == 1_500:
+            records.append((G.offset_commit_key("g", "t", 9), None))  # deleted offset
+        log.append(build_batch([Record(i, n, k, v) for i, (k, v) in enumerate(records)]),
+                   origin=AppendOrigin.COORDINATOR)
+    log.roll()
+    before = load_partition(log)
+    size = log.size_bytes
+    assert log.compact(force=True) is not None
+    assert log.size_bytes < size / 20
+    after = load_partition(log)
+    assert after.offsets == before.offsets
+    assert after.offsets["g"][("t", 3)].offset == 1_998 and ("t", 9) not in after.offsets["g"]
+    assert after.groups["g"].generation == before.groups["g"].generation == 19
+    assert len(list(offsets_records(log))) <= 7  # one record per key, the tombstone too
+    log.close()
+
+
+def test_deleting_a_topic_drops_its_committed_offsets_in_every_group(make_broker, tmp_path):
+    data = tmp_path / "data"
+    node = make_broker(data)
+    with WireClient.to(node.bootstrap) as client:
+        for name in ("gone", "kept"):
+            client.call(19, 4, {"topics": [{"name": name, "num_partitions": 1,
+                                            "replication_factor": 1, "assignments": [],
+                                            "configs": []}],
+                                "timeout_ms": 5000, "validate_only": False})
+        for group in ("g1", "g2"):
+            answer = client.call(8, 9, {
+                "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+                "group_instance_id": None, "topics": [
+                    {"name": t, "partitions": [{"partition_index": 0, "committed_offset": 5,
+                                                "committed_leader_epoch": -1,
+                                                "committed_metadata": ""}]}
+                    for t in ("gone", "kept")]})
+            assert [p["error_code"] for t in answer["topics"] for p in t["partitions"]] == [0, 0]
+        assert client.call(20, 4, {"topic_names": ["gone"], "timeout_ms": 5000}
+                           )["responses"][0]["error_code"] == 0
+
+        def topics_of(group):
+            return [t["name"] for t in _fetch(client, group)["topics"]]
+
+        assert topics_of("g1") == topics_of("g2") == ["kept"]
+    node.stop()
+    again = make_broker(data)  # the tombstones were written: the offsets stay gone
+    assert again.call(lambda: again.broker.groups.loaded.wait())
+    with WireClient.to(again.bootstrap) as client:
+        assert [t["name"] for t in _fetch(client, "g1")["topics"]] == ["kept"]
