@@ -180,7 +180,9 @@ def _mock() -> dict:
         return _measure(address)
 
 
-def _kafka() -> dict | None:
+def on_kafka(measure, prepare=None) -> dict | None:
+    """``measure(bootstrap)`` on Apache Kafka 4.x (the full run only, and where Java
+    and Maven are there); ``prepare(broker)`` first, if given."""
     from tests.reference import kafka
     if QUICK:
         print("  (Apache Kafka: in the full run only)")
@@ -193,9 +195,15 @@ def _kafka() -> dict | None:
     broker = kafka.KafkaBroker(kafka.MAIN_VERSION)
     broker.start()
     try:
-        return _measure(broker.bootstrap)
+        if prepare is not None:
+            prepare(broker)
+        return measure(broker.bootstrap)
     finally:
         broker.stop()
+
+
+def _kafka() -> dict | None:
+    return on_kafka(_measure)
 
 
 def run() -> None:

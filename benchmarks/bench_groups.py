@@ -374,23 +374,9 @@ def _mock() -> dict:
 
 
 def _kafka() -> dict | None:
-    from tests.reference import kafka
-    if QUICK:
-        print("  (Apache Kafka: in the full run only)")
-        return None
-    missing = kafka.missing_requirements()
-    if missing:
-        print(f"  (Apache Kafka skipped: {missing})")
-        return None
-    kafka.resolve(kafka.MAIN_VERSION)
-    broker = kafka.KafkaBroker(kafka.MAIN_VERSION)
-    broker.start()
-    try:
-        from tests.reference.fixtures import create_offsets_topic
-        create_offsets_topic(broker)
-        return _measure(broker.bootstrap)
-    finally:
-        broker.stop()
+    from benchmarks.bench_data import on_kafka
+    from tests.reference.fixtures import create_offsets_topic
+    return on_kafka(_measure, prepare=create_offsets_topic)
 
 
 def run() -> None:

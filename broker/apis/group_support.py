@@ -29,5 +29,22 @@ def when_answered(ticket, shape):
     return later()
 
 
+def split_known(broker, topics):
+    """OffsetCommit and OffsetDelete check topics before the coordinator sees them:
+    ``(errors, known)`` where ``errors`` maps each unknown topic or partition to
+    UNKNOWN_TOPIC_OR_PARTITION and ``known`` lists the (topic, partition, entry)
+    of the others, in request order."""
+    errors, known = {}, []
+    for topic in topics:
+        found = broker.topics.get(topic.name)
+        for entry in topic.partitions:
+            tp = (topic.name, entry.partition_index)
+            if found is None or not 0 <= entry.partition_index < found.partitions:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                known.append((tp, entry))
+    return errors, known
+
+
 def first_error(*codes) -> ErrorCode:
     return next((c for c in codes if c != ErrorCode.NONE), ErrorCode.NONE)

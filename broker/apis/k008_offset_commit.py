@@ -14,9 +14,8 @@
 from __future__ import annotations
 
 from broker.apis import api
-from broker.apis.group_support import when_answered
+from broker.apis.group_support import split_known, when_answered
 from broker.groups.offsets import OffsetAndMetadata
-from protocol.errors import ErrorCode
 
 
 @api(key=8, versions=(1, 9))
@@ -24,19 +23,11 @@ def offset_commit(ctx, request):
     version = ctx.api_version
     broker = ctx.broker
     groups = broker.groups
-    answer: dict[tuple[str, int], ErrorCode] = {}
-    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-    for topic in request.topics:
-        known = broker.topics.get(topic.name)
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            if known is None or not 0 <= p.partition_index < known.partitions:
-                answer[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            offsets[tp] = OffsetAndMetadata(
-                p.committed_offset,
-                p.committed_leader_epoch if version >= 6 else -1,
-                p.committed_metadata or "")
+    answer, known = split_known(broker, request.topics)
+    offsets = {tp: OffsetAndMetadata(p.committed_offset,
+                                     p.committed_leader_epoch if version >= 6 else -1,
+                                     p.committed_metadata or "")
+               for tp, p in known}
 
     def shape(committed):
         answer.update(committed)

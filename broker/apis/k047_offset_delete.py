@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from broker.apis import api
-from broker.apis.group_support import when_answered
+from broker.apis.group_support import split_known, when_answered
 from protocol.errors import ErrorCode
 
 
@@ -19,16 +19,8 @@ from protocol.errors import ErrorCode
 def offset_delete(ctx, request):
     broker = ctx.broker
     groups = broker.groups
-    answer: dict[tuple[str, int], ErrorCode] = {}
-    asked = []
-    for topic in request.topics:
-        known = broker.topics.get(topic.name)
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            if known is None or not 0 <= p.partition_index < known.partitions:
-                answer[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                asked.append(tp)
+    answer, known = split_known(broker, request.topics)
+    asked = [tp for tp, _entry in known]
 
     def shape(result):
         code, deleted = result

@@ -364,12 +364,18 @@ def test_a_pending_member_can_leave(h):
 # -- static membership (KIP-345) -------------------------------------------------------------
 
 
-def test_a_restarted_static_member_gets_its_assignment_back_without_a_rebalance(h):
+def _static_leader(h) -> str:
+    """A Stable group "g" of one static member ("i1", assignment b"A"): its id."""
     t = h.join("g", instance="i1")
     h.advance(0)
-    old = h.answer(t)["member_id"]
-    h.sync("g", 1, old, [(old, b"A")])
+    member_id = h.answer(t)["member_id"]
+    h.sync("g", 1, member_id, [(member_id, b"A")])
     h.settle()
+    return member_id
+
+
+def test_a_restarted_static_member_gets_its_assignment_back_without_a_rebalance(h):
+    old = _static_leader(h)
     restarted = h.join("g", instance="i1")
     assert h.answer(restarted) is None  # answered once the new member id is durable
     h.settle()
@@ -385,11 +391,7 @@ def test_a_restarted_static_member_gets_its_assignment_back_without_a_rebalance(
 
 
 def test_a_replaced_static_leader_on_an_old_version_sees_the_old_leader_id(h):
-    t = h.join("g", instance="i1")
-    h.advance(0)
-    old = h.answer(t)["member_id"]
-    h.sync("g", 1, old, [(old, b"A")])
-    h.settle()
+    old = _static_leader(h)
     restarted = h.join("g", instance="i1", version=8)
     h.settle()
     answer = h.answer(restarted)
@@ -407,11 +409,7 @@ def test_a_static_member_parked_elsewhere_is_fenced_when_replaced(h):
 
 
 def test_a_failed_static_replacement_write_restores_the_old_member(h):
-    t = h.join("g", instance="i1")
-    h.advance(0)
-    old = h.answer(t)["member_id"]
-    h.sync("g", 1, old, [(old, b"A")])
-    h.settle()
+    old = _static_leader(h)
     restarted = h.join("g", instance="i1")
     h.settle(E.NOT_LEADER_OR_FOLLOWER)
     assert h.answer(restarted)["error_code"] == E.NOT_COORDINATOR
