@@ -44,6 +44,7 @@ log = structlog.get_logger("kcoord.groups")
 
 S = GroupState
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000  # Kafka's hard-coded join timeout of a new member
+WRITE_CHUNK_BYTES = 256 * 1024  # well under __consumer_offsets' max.message.bytes (1 MiB)
 CLASSIC = "classic"
 
 
@@ -122,6 +123,10 @@ def map_write_error(code: E) -> E:
     return code
 
 
+def java_long(value: int) -> int:
+    return (value + 2**63) % 2**64 - 2**63
+
+
 def java_length(text: str) -> int:
     return len(text) + sum(1 for c in text if ord(c) > 0xFFFF)
 
@@ -163,6 +168,21 @@ class GroupCoordinator:
 
     def _write(self, group_id: str, records, done=None) -> Write:
         return Write(self.partition_for(group_id), records, done)
+
+    def _writes(self, group_id: str, records, done=None) -> list[Write]:
+        """Tombstones in batches small enough for ``max.message.bytes`` (Kafka writes
+        expiry and deletion records non-atomically, in as many batches as
+        needed); ``done`` follows the last one."""
+        chunks, size = [[]], 0
+        for key, value in records:
+            cost = len(key) + (len(value) if value is not None else 0) + 24
+            if size + cost > WRITE_CHUNK_BYTES and chunks[-1]:
+                chunks.append([])
+                size = 0
+            chunks[-1].append((key, value))
+            size += cost
+        return [self._write(group_id, chunk, done if i == len(chunks) - 1 else None)
+                for i, chunk in enumerate(chunks)]
 
     def _group_record(self, group: Group, assignment=None) -> tuple[bytes, bytes]:
         return (G.group_metadata_key(group.group_id),
@@ -240,10 +260,14 @@ class GroupCoordinator:
         return out
 
     def _drop_member(self, group: Group, member: Member, out: Outcome) -> None:
-        """Remove a member; its parked JoinGroup is answered UNKNOWN_MEMBER_ID."""
+        """Remove a member; its parked JoinGroup is answered UNKNOWN_MEMBER_ID, and
+        its parked SyncGroup too (Kafka leaves that one unanswered)."""
         if member.awaiting_join is not None:
             out.answer(member.awaiting_join, join_error(E.UNKNOWN_MEMBER_ID))
             member.awaiting_join = None
+        if member.awaiting_sync is not None:
+            out.answer(member.awaiting_sync, sync_answer(E.UNKNOWN_MEMBER_ID))
+            member.awaiting_sync = None
         self._cancel_session(group, member.member_id)
         group.remove_member(member.member_id)
 
@@ -257,7 +281,7 @@ class GroupCoordinator:
     def _prepare_rebalance(self, group: Group, reason: str, now: int) -> Outcome:
         out = Outcome()
         if group.state is S.COMPLETING_REBALANCE:
-            self._propagate_assignment_error(group, E.REBALANCE_IN_PROGRESS, out)
+            self._propagate_assignment_error(group, E.REBALANCE_IN_PROGRESS, out, now)
         group.pending_sync.clear()
         self.timers.cancel(("sync", group.group_id))
         initial = group.state is S.EMPTY
@@ -326,12 +350,14 @@ class GroupCoordinator:
         group.pending_sync.clear()
         if not group.members:
             group.protocol_name = None
+            group.subscribed = group.subscribed_topics()
             group.transition_to(S.EMPTY, now)
             log.info("group.empty", group_id=group.group_id, generation=group.generation,
                      reason="no members left after the join phase")
             out.writes.append(self._write(group.group_id, [self._group_record(group, {})]))
             return out
         group.protocol_name = group.select_protocol()
+        group.subscribed = group.subscribed_topics()
         group.transition_to(S.COMPLETING_REBALANCE, now)
         log.info("group.generation_started", group_id=group.group_id,
                  generation=group.generation, protocol=group.protocol_name,
@@ -389,12 +415,17 @@ class GroupCoordinator:
                  generation=generation, reason="no SyncGroup before the rebalance timeout")
         return self._prepare_rebalance(group, f"members {late} did not sync in time", now)
 
-    def _propagate_assignment_error(self, group: Group, code: E, out: Outcome) -> None:
+    def _propagate_assignment_error(self, group: Group, code: E, out: Outcome,
+                                    now: int) -> None:
+        """Every parked SyncGroup answered with ``code``; as Kafka's propagateAssignment,
+        each answered member's session starts again (an expiry ignored while it
+        waited must not leave it without one)."""
         for member in group.members.values():
             member.assignment = b""
             if member.awaiting_sync is not None:
                 out.answer(member.awaiting_sync, sync_answer(code))
                 member.awaiting_sync = None
+                self._arm_session(group, member, now)
 
     # == JoinGroup =====================================================================
 
@@ -714,7 +745,7 @@ class GroupCoordinator:
                 code = map_write_error(error)
                 log.warning("group.write_failed", group_id=group_id, error=error.name,
                             record="assignment")
-                self._propagate_assignment_error(group, code, result)
+                self._propagate_assignment_error(group, code, result, now)
                 return result.merge(self._rebalance_or_complete(
                     group, f"the assignment could not be stored ({code.name})", now))
             for m in group.members.values():
@@ -841,7 +872,8 @@ class GroupCoordinator:
             self._arm_session(group, group.members[member_id], now)
         answer = {}
         stored = {}
-        expire = now + retention_ms if retention_ms != -1 else -1
+        # now + retention as a Java long: a huge retention wraps, as in Kafka.
+        expire = java_long(now + retention_ms) if retention_ms != -1 else -1
         for tp, committed in offsets.items():
             if java_length(committed.metadata) > self.config.offset_metadata_max_bytes:
                 answer[tp] = E.OFFSET_METADATA_TOO_LARGE
@@ -853,6 +885,7 @@ class GroupCoordinator:
         if not stored:
             return out.answer(ticket, answer)
 
+        records = OffsetStore.commit_records(group_id, stored)
         seq = self._issue(group_id, stored)
 
         def done(error: E, now: int) -> Outcome:
@@ -866,8 +899,7 @@ class GroupCoordinator:
                 self.offsets.apply(group_id, latest)
             return result.answer(ticket, answer)
 
-        out.writes.append(self._write(group_id, OffsetStore.commit_records(group_id, stored),
-                                      done))
+        out.writes.append(self._write(group_id, records, done))
         return out
 
     def _issue(self, group_id: str, partitions) -> int:
@@ -892,7 +924,7 @@ class GroupCoordinator:
         """The partitions with a committed offset or one being written."""
         return set(self.offsets.groups.get(group_id, ())) | set(self._in_flight.get(group_id, ()))
 
-    def _delete_offsets_now(self, group_id: str, partitions, done=None) -> Write:
+    def _delete_offsets_now(self, group_id: str, partitions, done=None) -> list[Write]:
         """Tombstones for ``partitions`` (those held or being written), applied to
         the live state at once; a commit still in flight will not bring them back."""
         partitions = list(partitions)
@@ -904,7 +936,7 @@ class GroupCoordinator:
             self._settle(group_id, seq, changes)
             return done(error, now) if done is not None else Outcome()
 
-        return self._write(group_id, self._offset_tombstones(group_id, partitions), settled)
+        return self._writes(group_id, self._offset_tombstones(group_id, partitions), settled)
 
     def _validate_commit(self, group: Group, generation: int, member_id: str,
                          instance_id: str | None) -> E:
@@ -1023,8 +1055,8 @@ class GroupCoordinator:
             log.info("group.deleted", group_id=group.group_id, generation=group.generation,
                      reason="DeleteGroups")
             remaining["writes"] += 1
-            out.writes.append(self._write(group.group_id, records,
-                                          lambda e, n, g=group, s=settle: finish(g, s, e, n)))
+            out.writes.extend(self._writes(group.group_id, records,
+                                           lambda e, n, g=group, s=settle: finish(g, s, e, n)))
         return out
 
     def _tombstones(self, group: Group) -> tuple[list[tuple[bytes, None]], Callable[[], None]]:
@@ -1061,7 +1093,7 @@ class GroupCoordinator:
         elif group.protocol_type != CONSUMER_PROTOCOL_TYPE:
             return out.answer(ticket, (E.NON_EMPTY_GROUP, {}))
         else:
-            subscribed = group.subscribed_topics()
+            subscribed = group.subscribed
             deleted = []
             for tp in partitions:
                 if subscribed is None or tp[0] in subscribed:
@@ -1079,7 +1111,7 @@ class GroupCoordinator:
                 return Outcome().answer(ticket, (map_write_error(error), {}))
             return Outcome().answer(ticket, (E.NONE, answer))
 
-        out.writes.append(self._delete_offsets_now(group_id, deleted, done))
+        out.writes.extend(self._delete_offsets_now(group_id, deleted, done))
         return out
 
     def delete_topic_offsets(self, topics: set[str], now: int) -> Outcome:
@@ -1088,7 +1120,7 @@ class GroupCoordinator:
         for group_id in set(self.offsets.groups) | set(self._in_flight):
             gone = [tp for tp in self._held_or_pending(group_id) if tp[0] in topics]
             if gone:
-                out.writes.append(self._delete_offsets_now(group_id, sorted(gone)))
+                out.writes.extend(self._delete_offsets_now(group_id, sorted(gone)))
         return out
 
     @staticmethod
@@ -1119,7 +1151,7 @@ class GroupCoordinator:
                 log.info("group.deleted", group_id=group.group_id, generation=group.generation,
                          reason="empty and all its offsets expired")
             if records:
-                out.writes.append(self._write(group.group_id, records))
+                out.writes.extend(self._writes(group.group_id, records))
         return out
 
     @staticmethod
@@ -1131,7 +1163,7 @@ class GroupCoordinator:
             clock = group.current_state_timestamp if group.current_state_timestamp != -1 \
                 else committed.commit_timestamp
         elif group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.state is S.STABLE:
-            subscribed = group.subscribed_topics()
+            subscribed = group.subscribed
             if subscribed is None or tp[0] in subscribed:
                 return False
             clock = committed.commit_timestamp

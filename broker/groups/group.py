@@ -85,6 +85,9 @@ class Group:
     pending_members: set[str] = field(default_factory=set)
     pending_sync: set[str] = field(default_factory=set)
     new_member_added: bool = False  # extends the initial rebalance delay (KIP-134)
+    # The subscribed topics as of the start of the current generation (or the
+    # load), as Kafka keeps them (ClassicGroup.initNextGeneration); None: unknown.
+    subscribed: set[str] | None = None
     _support: Counter = field(default_factory=Counter)
 
     # -- state ---------------------------------------------------------------
@@ -228,6 +231,7 @@ class Group:
                 group_instance_id=m.group_instance_id, assignment=m.assignment))
         group.leader_id = value.leader if value.leader in group.members else group.leader_id
         group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+        group.subscribed = group.subscribed_topics()
         return group
 
 

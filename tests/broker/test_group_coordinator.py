@@ -775,3 +775,177 @@ def test_a_group_whose_offsets_were_deleted_can_still_expire():
     h.advance(100_000)
     h.settle()
     assert h.core.fetch_offsets("g", None) == (E.NONE, []) and "g" not in h.core.groups
+
+
+# -- found in review ----------------------------------------------------------------------------
+
+
+def test_a_retention_time_beyond_a_java_long_wraps_as_in_kafka():
+    h = Harness(offsets_retention_check_interval_ms=10_000)
+    ticket = h.commit("g", {("t", 0): (1, "")}, version=2, retention=2**63 - 1)
+    h.settle()
+    assert h.answer(ticket) == {("t", 0): E.NONE}
+    [(_k, _f, value)] = _records(h)
+    assert value.expire_timestamp < 0  # now + retention, wrapped
+    h.advance(10_000)  # so the next sweep drops it
+    assert h.core.fetch_offsets("g", None) == (E.NONE, []) and "g" not in h.core.groups
+
+
+def test_a_silent_static_member_whose_sync_was_cut_short_still_expires():
+    """Its session expiry was ignored while its SyncGroup waited; answering that
+    SyncGroup starts its session again, so the group does not stay stuck."""
+    h = Harness()
+    h.join("g", instance="a", session=10_000, rebalance=60_000)
+    h.join("g", instance="b", session=8_000, rebalance=60_000)
+    h.advance(0)
+    group = h.core.groups["g"]
+    follower = next(m for m in group.members if m != group.leader_id)
+    parked = h.sync("g", 1, follower, instance="b")
+    h.advance(8_000)  # the follower's expiry: ignored, its SyncGroup waits
+    assert follower in group.members
+    h.advance(2_000)  # the leader never synced: it expires, a rebalance starts
+    assert h.answer(parked)["error_code"] == E.REBALANCE_IN_PROGRESS
+    h.advance(8_000)  # and the follower, silent since, expires too
+    assert group.state is S.EMPTY and not group.members
+
+
+def test_a_member_removed_while_its_sync_waits_gets_an_answer(h):
+    a = h.join("g", instance="a", session=60_000)
+    b = h.join("g", instance="b", session=60_000)
+    h.advance(0)
+    leader = h.answer(a)["leader"]
+    follower, instance = ((h.answer(b)["member_id"], "b") if h.answer(a)["member_id"] == leader
+                          else (h.answer(a)["member_id"], "a"))
+    parked = h.sync("g", 1, follower, instance=instance)
+    assert h.leave("g", ("", instance, "removed by an admin")) == (E.NONE, [E.NONE])
+    assert h.answer(parked)["error_code"] == E.UNKNOWN_MEMBER_ID
+
+
+def test_subscriptions_are_those_of_the_current_generation(h):
+    """The leader re-joins with fewer topics: until the next generation starts it
+    still consumes them, so their offsets stay (ClassicGroup.initNextGeneration)."""
+    a, ta = h.join_new("g", protocols=[("range", subscription("t", "u"))])
+    b, tb = h.join_new("g", protocols=[("range", subscription("t"))])
+    h.advance(0)
+    leader = h.answer(ta)["leader"]
+    h.sync("g", 1, leader, [(a, b"A"), (b, b"B")])
+    h.commit("g", {("u", 0): (1, "")}, generation=1, member=a)
+    h.settle()
+    h.join("g", a, protocols=[("range", subscription("t"))])  # waits for b to re-join
+    assert h.core.groups["g"].state is S.PREPARING_REBALANCE
+    assert h.answer(h.delete_offsets("g", [("u", 0)])) == (
+        E.NONE, {("u", 0): E.GROUP_SUBSCRIBED_TO_TOPIC})
+    h.join("g", b, protocols=[("range", subscription("t"))])  # generation 2: only "t"
+    assert h.answer(h.delete_offsets("g", [("u", 0)]))[1] == {("u", 0): E.NONE}
+
+
+def test_large_deletions_are_written_in_batches_under_the_size_limit(h):
+    from broker.groups.coordinator import WRITE_CHUNK_BYTES
+    partitions = {("gone", p): (1, "") for p in range(30_000)}
+    h.commit("g", partitions)
+    h.settle()
+    h._take(h.core.delete_topic_offsets({"gone"}, h.now))
+    assert len(h.pending) > 1
+    for write in h.pending:
+        assert sum(len(k) + 24 for k, _v in write.records) <= WRITE_CHUNK_BYTES
+    h.settle()
+    assert h.core.fetch_offsets("g", None) == (E.NONE, [])
+    from broker.groups.coordinator import replay
+    assert replay(h.durable).offsets == {}
+
+
+# -- more rules mutation testing asked for -------------------------------------------------------
+
+
+def test_a_join_phase_no_member_rejoined_waits_again_until_sessions_expire():
+    h = Harness()
+    static = h.join("g", instance="s", session=30_000, rebalance=10_000)
+    h.advance(0)
+    s_id = h.answer(static)["member_id"]
+    h.sync("g", 1, s_id, [(s_id, b"S")], instance="s")
+    h.settle()
+    dynamic, parked = h.join_new("g", session=30_000, rebalance=10_000)  # a rebalance
+    h.leave("g", dynamic)  # only the static member is left, and it does not re-join
+    group = h.core.groups["g"]
+    h.advance(10_000)  # the join phase ends with nobody to lead it: it waits again
+    assert group.state is S.PREPARING_REBALANCE and group.generation == 1
+    assert ("join", "g") in h.core.timers
+    h.advance(10_000)
+    assert group.state is S.PREPARING_REBALANCE
+    h.advance(10_000)  # the static member's session is over: removed, the group empties
+    assert group.state is S.EMPTY and group.generation == 2
+
+
+def test_a_member_waiting_in_a_join_phase_outlives_its_session_timeout():
+    h = Harness()
+    leader, follower = h.stable_group("g", 2, session=10_000, rebalance=60_000)
+    parked = h.join("g", leader, session=10_000, rebalance=60_000)
+    for _ in range(3):  # 15 s: more than the leader's session timeout
+        h.advance(5_000)
+        assert h.heartbeat("g", 1, follower) == E.REBALANCE_IN_PROGRESS
+    assert h.answer(parked) is None and leader in h.core.groups["g"].members
+    h.join("g", follower, session=10_000, rebalance=60_000)
+    assert h.answer(parked)["generation_id"] == 2
+
+
+def test_an_emptied_group_is_written_without_protocol_or_leader(h):
+    leader, = h.stable_group("g", 1)
+    h.leave("g", leader)
+    h.settle()
+    kind, key, value = _records(h)[-1]
+    assert (value.generation, value.protocol, value.leader, value.members,
+            value.protocol_type) == (2, None, None, [], "consumer")
+
+
+def test_no_deadline_is_left_behind_by_a_deleted_group(h):
+    baseline = len(h.core.timers)  # the periodic offset-expiry sweep
+    leader, follower = h.stable_group("g", 2)
+    h.join("g")  # a pending member id too
+    h.leave("g", leader, follower)
+    h.advance(10_000)  # the pending member id expires: the group is Empty
+    h.settle()
+    assert h.core.groups["g"].state is S.EMPTY
+    assert h.answer(h.delete_groups("g")) is None
+    h.settle()
+    assert len(h.core.timers) == baseline
+
+
+def test_a_join_error_answer_has_kafka_s_shape(h):
+    assert h.answer(h.join("g", "ghost")) == {
+        "error_code": E.UNKNOWN_MEMBER_ID, "generation_id": -1, "protocol_type": None,
+        "protocol_name": None, "leader": "", "skip_assignment": False,
+        "member_id": "ghost", "members": []}
+
+
+def test_replay_counts_what_it_read_and_skipped():
+    from broker.groups.coordinator import replay
+    records = [(G.offset_commit_key("g", "t", p), G.offset_commit_value(p, "", 1))
+               for p in range(3)]
+    records.insert(1, (b"\x00\x05\x00\x01g\x00\x01m", b"\x00\x00"))  # a KIP-848 record type
+    loaded = replay(records)
+    assert (loaded.records, loaded.skipped, loaded.unreadable) == (4, 1, 0)
+    assert sorted(loaded.offsets["g"]) == [("t", 0), ("t", 1), ("t", 2)]
+    assert loaded.groups["g"].group_id == "g"
+
+
+@pytest.mark.parametrize("metadata, fits", [
+    ("😀😀", True), ("😀😀a", False),  # a character beyond U+FFFF is two units
+    ("\uffff" * 4, True),  # U+FFFF is one
+    ("\U00010000" * 2 + "a", False),  # U+10000 is two
+])
+def test_commit_metadata_is_measured_in_utf16_units(metadata, fits):
+    h = Harness(offset_metadata_max_bytes=4)
+    ticket = h.commit("g", {("t", 0): (1, metadata)})
+    h.settle()
+    assert h.answer(ticket) == {("t", 0): E.NONE if fits else E.OFFSET_METADATA_TOO_LARGE}
+
+
+def test_a_member_already_waiting_may_join_again_when_the_group_is_full():
+    h = Harness(max_group_size=3)
+    a, b = h.stable_group("g", 2, session=60_000)
+    h.join("g", session=60_000)  # a pending member id: the phase cannot end without it
+    h.join("g", a, session=60_000)
+    h.join("g", b, session=60_000)
+    h.join("g", version=3, session=60_000)  # a third waiting member: full
+    again = h.join("g", a, session=60_000)
+    assert h.answer(again) is None and a in h.core.groups["g"].members
