@@ -78,12 +78,17 @@ class Member:
 class KafkaPythonMember(Member):
     def run(self):
         consumer = KafkaConsumer(
-            self.topic, bootstrap_servers=self.bootstrap, group_id=self.group,
+            bootstrap_servers=self.bootstrap, group_id=self.group,
             auto_offset_reset="earliest", enable_auto_commit=False,
             partition_assignment_strategy=self.settings.get("assignors", _kp_assignors("range")),
             session_timeout_ms=self.settings.get("session", 10_000),
             heartbeat_interval_ms=self.settings.get("heartbeat", 3_000),
             **self.settings.get("extra", {}))
+        # The topic's metadata first: kafka-python's leader otherwise assigns
+        # nothing, re-joins as soon as the metadata arrives, and can stall in that
+        # second rebalance (against Kafka too).
+        consumer.partitions_for_topic(self.topic)
+        consumer.subscribe([self.topic])
         try:
             while not self._stop.is_set():
                 batches = consumer.poll(100)
@@ -353,10 +358,12 @@ def test_groups_and_offsets_survive_a_broker_restart(make_broker, tmp_path):
     node = make_broker(data)
     topic = "survives"
     _topic(node.bootstrap, topic)
-    member = KafkaPythonMember(node.bootstrap, "group-survives", topic).start()
+    member = ConfluentMember(node.bootstrap, "group-survives", topic).start()
     _until(lambda: len(member.seen) >= PARTITIONS * 5 and
            _committed(node.bootstrap, "group-survives", topic) == {p: 5 for p in range(6)},
-           30, "everything read and committed")
+           30, lambda: f"everything read and committed (read {len(member.seen)}, committed "
+                       f"{_committed(node.bootstrap, 'group-survives', topic)}, "
+                       f"error {member.error!r})")
     member.stop()
     simple = KafkaConsumer(bootstrap_servers=node.bootstrap, group_id="simple-survives",
                            enable_auto_commit=False)
