@@ -143,6 +143,37 @@ class BrokerProcess:
         return [e.get("event") for e in self.events]
 
 
+def create_topic_offline(data_dir: Path, name: str, partitions: int) -> None:
+    """Create a topic in a data dir with a broker started for that and stopped."""
+    from tests.reference.client import WireClient
+    broker = BrokerProcess(data_dir).start()
+    with WireClient("127.0.0.1", broker.port) as client:
+        created = client.call(19, 4, {"topics": [{"name": name, "num_partitions": partitions,
+                                                  "replication_factor": 1, "assignments": [],
+                                                  "configs": []}],
+                                      "timeout_ms": 5000, "validate_only": False})
+        assert created["topics"][0]["error_code"] == 0, created
+    broker.terminate()
+
+
+def kill_during(data_dir: Path, workers, rng, context: str) -> None:
+    """Start the broker as users do, run ``worker.run(port, stop)`` of every worker
+    in a thread, SIGKILL the broker at a random moment (0.5-1.5 s), and wait for
+    the workers to notice."""
+    broker = BrokerProcess(data_dir).start()
+    stop = threading.Event()
+    threads = [threading.Thread(target=w.run, args=(broker.port, stop), daemon=True)
+               for w in workers]
+    for t in threads:
+        t.start()
+    time.sleep(rng.uniform(0.5, 1.5))
+    broker.kill()
+    stop.set()
+    for t in threads:
+        t.join(15)
+        assert not t.is_alive(), context
+
+
 class RawClient:
     """One TCP connection sending requests built with kafka-python's protocol classes."""
 

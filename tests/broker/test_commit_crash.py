@@ -19,7 +19,7 @@ import time
 
 from protocol.errors import ErrorCode
 from tests.reference.client import WireClient
-from tests.support import BrokerProcess
+from tests.support import BrokerProcess, create_topic_offline, kill_during
 
 ROUNDS = 3
 TOPIC = "committed"
@@ -104,30 +104,12 @@ def test_acknowledged_commits_survive_sigkill_during_a_commit_storm(tmp_path):
     seed = int(os.environ.get("KCOORD_CRASH_SEED") or time.time_ns() % 1_000_000)
     rng = random.Random(seed)
     data = tmp_path / "data"
-    setup = BrokerProcess(data).start()
-    with WireClient("127.0.0.1", setup.port) as client:
-        created = client.call(19, 4, {"topics": [{"name": TOPIC, "num_partitions": PARTITIONS,
-                                                  "replication_factor": 1, "assignments": [],
-                                                  "configs": []}],
-                                      "timeout_ms": 5000, "validate_only": False})
-        assert created["topics"][0]["error_code"] == 0
-    setup.terminate()
+    create_topic_offline(data, TOPIC, PARTITIONS)
     for round_ in range(ROUNDS):
         context = f"seed {seed}, round {round_}"
         committers = [Committer(f"storm-{round_}-{i}", random.Random(rng.random()),
                                 member=i % 2 == 1) for i in range(4)]
-        broker = BrokerProcess(data).start()
-        stop = threading.Event()
-        threads = [threading.Thread(target=c.run, args=(broker.port, stop), daemon=True)
-                   for c in committers]
-        for t in threads:
-            t.start()
-        time.sleep(rng.uniform(0.5, 1.5))
-        broker.kill()
-        stop.set()
-        for t in threads:
-            t.join(15)
-            assert not t.is_alive(), context
+        kill_during(data, committers, rng, context)
 
         again = BrokerProcess(data).start()
         try:

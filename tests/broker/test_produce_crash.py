@@ -20,7 +20,7 @@ from protocol import compression
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, decode_record_set
 from tests.reference.client import WireClient
-from tests.support import BrokerProcess
+from tests.support import BrokerProcess, create_topic_offline, kill_during
 
 ROUNDS = 3
 PARTITIONS = 3
@@ -101,28 +101,10 @@ def test_acknowledged_records_survive_sigkill_during_a_produce_storm(tmp_path):
     data = tmp_path / "data"
     producers = [Producer(p, random.Random(rng.random()), idempotent=p != 0)
                  for p in range(PARTITIONS)]
-    with_topic = BrokerProcess(data).start()
-    with WireClient("127.0.0.1", with_topic.port) as client:
-        created = client.call(19, 4, {"topics": [{"name": TOPIC, "num_partitions": PARTITIONS,
-                                                  "replication_factor": 1, "assignments": [],
-                                                  "configs": []}],
-                                      "timeout_ms": 5000, "validate_only": False})
-        assert created["topics"][0]["error_code"] == 0
-    with_topic.terminate()
+    create_topic_offline(data, TOPIC, PARTITIONS)
     for round_ in range(ROUNDS):
         context = f"seed {seed}, round {round_}"
-        broker = BrokerProcess(data).start()
-        stop = threading.Event()
-        threads = [threading.Thread(target=p.run, args=(broker.port, stop), daemon=True)
-                   for p in producers]
-        for t in threads:
-            t.start()
-        time.sleep(rng.uniform(0.5, 1.5))
-        broker.kill()
-        stop.set()
-        for t in threads:
-            t.join(15)
-            assert not t.is_alive(), context
+        kill_during(data, producers, rng, context)
 
         again = BrokerProcess(data).start()
         try:
