@@ -9,7 +9,7 @@ HOST     ?= 127.0.0.1
 PORT     ?= 9092
 DATA_DIR ?= ./data
 
-.PHONY: run test bench install clean reference-kafka mutation fuzz
+.PHONY: run test bench install clean reference-kafka mutation fuzz chromium
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,17 +20,34 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The pipeline's extra (PySpark, pyarrow): `make test` and `make bench` need it, `make run` not.
+PIPELINE_STAMP := $(VENV)/.pipeline-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+$(PIPELINE_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,pipeline]'
+	rm -f $(VENV)/.pipeline-*
+	touch $(PIPELINE_STAMP)
+
 run: $(STAMP)
 	$(VENV)/bin/kcoord serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
-test: $(STAMP)
+test: $(PIPELINE_STAMP) chromium
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The pipeline's report test renders its HTML page in headless Chromium (Debian's
+# package): installed here when missing and this runs as root with apt-get.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	{ if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing chromium (apt-get) for the report test"; \
+	    apt-get install -y -q chromium >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
+	  else echo "note: the report test needs Chromium (Debian: apt-get install chromium)"; fi; }
 
 # Resolve Apache Kafka (the reference the tests compare kcoord with) into ~/.cache/kcoord.
 reference-kafka: $(STAMP)
 	$(PY) -m tests.reference.kafka resolve
 
-bench: $(STAMP)
+bench: $(PIPELINE_STAMP)
 	$(PY) -m benchmarks
 
 # A longer, random live-fuzz campaign than the one in `make test`; a frame that

@@ -40,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="console lines (default) or one JSON object per line, on stderr")
     serve.add_argument("--log-level", type=str.lower, default="info",
                        choices=("debug", "info", "warning", "error"))
+    from pipeline.cli import add_parser as add_pipeline_parser  # argparse only: no Spark import
+
+    add_pipeline_parser(sub)
     return parser
 
 
@@ -124,6 +127,10 @@ def _run(coro) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "pipeline":
+        from pipeline.cli import run as run_pipeline
+
+        return run_pipeline(args)
     logs.configure(args.log_format, args.log_level)
     if args.command == "serve":
         try:

@@ -148,3 +148,38 @@ def decode_value(kind: str, raw: bytes | None):
         return None
     api = OFFSET_COMMIT_VALUE if kind == OFFSET_COMMIT else GROUP_METADATA_VALUE
     return _decode(api, raw)[1]
+
+
+# --- what a consumer group's members carry (protocol type "consumer") ---------------
+
+CONSUMER_PROTOCOL_SUBSCRIPTION = Api(
+    key=-1, name="ConsumerProtocolSubscription", versions="0-3", flexible=None,
+    request=S(
+        F("topics", ["string"]),
+        F("user_data", "bytes", nullable="0+", default=None),
+        F("owned_partitions", [S(F("topic", "string"), F("partitions", ["int32"]))], v="1+",
+          default=[]),
+        F("generation", "int32", v="2+", default=-1),
+        F("rack_id", "string", v="3+", nullable="3+", default=None),
+    ),
+    response=S(),
+)
+
+CONSUMER_PROTOCOL_ASSIGNMENT = Api(
+    key=-1, name="ConsumerProtocolAssignment", versions="0-3", flexible=None,
+    request=S(
+        F("assigned_partitions", [S(F("topic", "string"), F("partitions", ["int32"]))]),
+        F("user_data", "bytes", nullable="0+", default=None),
+    ),
+    response=S(),
+)
+
+
+def consumer_subscription(raw: bytes):
+    """A member's ConsumerProtocolSubscription (a version newer than 3 is read as 3)."""
+    return _decode(CONSUMER_PROTOCOL_SUBSCRIPTION, raw)[1]
+
+
+def consumer_assignment(raw: bytes):
+    """A member's ConsumerProtocolAssignment (a version newer than 3 is read as 3)."""
+    return _decode(CONSUMER_PROTOCOL_ASSIGNMENT, raw)[1]

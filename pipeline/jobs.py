@@ -1,0 +1,129 @@
+"""The pipeline's jobs as DataFrames: offset history, the compacted offsets, lag.
+
+Every job reads through the data sources of ``pipeline.source`` and runs the
+same on ``local[*]`` and on a cluster.  Several data dirs may hold the same
+partition (the log dirs of every broker of a Kafka cluster, replicas
+included): records at the same (partition, offset) are the same record, so
+each job counts them once.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from pipeline import segments, source
+
+
+def session(master: str = "local[*]", app: str = "kcoord pipeline", conf: dict | None = None,
+            progress: bool = True) -> SparkSession:
+    """A Spark session with the kcoord data sources registered.
+
+    Python workers run the interpreter running this (with pyarrow), and a local
+    driver binds to the loopback address unless ``SPARK_LOCAL_IP`` says otherwise."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = (SparkSession.builder.master(master).appName(app)
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "true" if progress else "false")
+               .config("spark.sql.session.timeZone", "UTC"))
+    if master.startswith("local"):
+        # Small shuffles on one machine: a few tasks, not Spark's 200.
+        builder = builder.config("spark.sql.shuffle.partitions", "8")
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    source.register(spark)
+    return spark
+
+
+def _once(df: DataFrame, *key: str) -> DataFrame:
+    return df.dropDuplicates(list(key))
+
+
+def offsets_records(spark, data_dirs) -> DataFrame:
+    return _once(source.load(spark, "offsets", data_dirs), "source_partition", "source_offset")
+
+
+def history(spark, data_dirs) -> DataFrame:
+    """Every offset commit still in the store, oldest first within a partition."""
+    commits = offsets_records(spark, data_dirs).where(
+        (F.col("record_type") == "offset_commit") & ~F.col("tombstone"))
+    return commits.select("group", "topic", "partition", "committed_offset", "leader_epoch",
+                          "metadata", "commit_timestamp", "expire_timestamp",
+                          "source_partition", "source_offset", "timestamp")
+
+
+def offsets(spark, data_dirs) -> DataFrame:
+    """The latest committed offset per (group, topic, partition), tombstones
+    applied: what the broker's OffsetFetch answers after loading the store.
+
+    A key's records all live in one ``__consumer_offsets`` partition, so the
+    last one is the one with the highest offset there."""
+    commits = offsets_records(spark, data_dirs).where(F.col("record_type") == "offset_commit")
+    last = Window.partitionBy("group", "topic", "partition").orderBy(F.col("source_offset").desc())
+    latest = commits.withColumn("_n", F.row_number().over(last)).where("_n = 1")
+    return latest.where(~F.col("tombstone")).select(
+        "group", "topic", "partition", "committed_offset", "leader_epoch", "metadata",
+        "commit_timestamp", "expire_timestamp")
+
+
+def end_offsets(spark, data_dirs) -> DataFrame:
+    """Each topic partition's log end offset, from batch headers: one past the
+    last batch, or the newest segment's base offset when that is later (a log
+    emptied by retention)."""
+    batches = source.load(spark, "batches", data_dirs)
+    from_batches = batches.groupBy("topic", "partition").agg(
+        (F.max("last_offset") + 1).alias("end_offset"))
+    bases = {}
+    for s in segments.segment_files(list(data_dirs)):
+        key = (s.topic, s.partition)
+        bases[key] = max(bases.get(key, 0), s.base_offset)
+    from_files = spark.createDataFrame([(t, p, b) for (t, p), b in bases.items()],
+                                       "topic string, partition int, end_offset bigint")
+    return (from_batches.unionByName(from_files).groupBy("topic", "partition")
+            .agg(F.max("end_offset").alias("end_offset")))
+
+
+def lag(spark, data_dirs) -> tuple[DataFrame, DataFrame]:
+    """(lag per group and partition now, lag per group now)."""
+    committed = offsets(spark, data_dirs)
+    per_partition = (committed.join(end_offsets(spark, data_dirs), ["topic", "partition"], "left")
+                     .withColumn("lag", F.col("end_offset") - F.col("committed_offset"))
+                     .select("group", "topic", "partition", "committed_offset", "end_offset", "lag",
+                             "commit_timestamp"))
+    per_group = per_partition.groupBy("group").agg(
+        F.sum("lag").alias("lag"), F.max("lag").alias("max_partition_lag"),
+        F.count(F.lit(1)).alias("partitions"), F.max("commit_timestamp").alias("last_commit"))
+    return per_partition, per_group
+
+
+def lag_history(spark, data_dirs) -> DataFrame:
+    """For every commit at time t: the partition's end offset at t (one past the
+    last offset of the batches whose max timestamp is at most t) minus the
+    committed offset.
+
+    One ordered pass per topic partition over its batches and commits together
+    (batches first at equal times), instead of a join of every commit with every
+    batch."""
+    commits = history(spark, data_dirs).select(
+        "group", "topic", "partition", "committed_offset",
+        F.col("commit_timestamp").alias("t"), F.lit(1).alias("_kind"),
+        F.lit(None).cast("bigint").alias("_end"))
+    batches = (_once(source.load(spark, "batches", data_dirs), "topic", "partition", "base_offset")
+               .select(F.lit(None).cast("string").alias("group"), "topic", "partition",
+                       F.lit(None).cast("bigint").alias("committed_offset"),
+                       F.col("max_timestamp").alias("t"), F.lit(0).alias("_kind"),
+                       (F.col("last_offset") + 1).alias("_end")))
+    upto = (Window.partitionBy("topic", "partition").orderBy("t", "_kind")
+            .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    events = commits.unionByName(batches).withColumn("end_offset", F.max("_end").over(upto))
+    return (events.where(F.col("_kind") == 1)
+            .withColumn("lag", F.col("end_offset") - F.col("committed_offset"))
+            .select("group", "topic", "partition", F.col("t").alias("commit_timestamp"),
+                    "committed_offset", "end_offset", "lag"))

@@ -1,0 +1,151 @@
+"""The pipeline's jobs on a store real clients wrote, read while the broker runs:
+``offsets`` equals OffsetFetch, ``lag`` equals end offset minus committed offset,
+``history`` holds every commit, a torn tail changes nothing, and the commands
+write what they say."""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+
+import pytest
+
+from pipeline import jobs
+from pipeline.cli import COMMANDS
+from protocol.records import Record, build_batch
+
+
+def _dirs(store):
+    return [str(store.data_dir)]
+
+
+def _offsets(spark, dirs):
+    return {(r.group, r.topic, r.partition): (r.committed_offset, r.metadata)
+            for r in jobs.offsets(spark, dirs).collect()}
+
+
+def test_offsets_equal_what_the_live_broker_answers_to_offset_fetch(spark, store):
+    got = _offsets(spark, _dirs(store))
+    assert got == store.fetched
+    groups = {g for g, _t, _p in got}
+    assert groups == {"billing", "audit", "trimmed"}  # "gone" was deleted
+    assert ("trimmed", "orders", 1) not in got and ("trimmed", "orders", 2) in got  # OffsetDelete
+    assert got[("audit", "payments", 0)] == (12, "audit-12")
+
+
+def test_lag_is_the_end_offset_minus_the_committed_offset_for_every_partition(spark, store):
+    per_partition, per_group = jobs.lag(spark, _dirs(store))
+    rows = {(r.group, r.topic, r.partition): r for r in per_partition.collect()}
+    assert set(rows) == set(store.fetched)
+    for key, (committed, _meta) in store.fetched.items():
+        end = store.end_offsets[key[1:]]
+        assert (rows[key].committed_offset, rows[key].end_offset, rows[key].lag) == (
+            committed, end, end - committed), key
+    by_group = {r.group: r for r in per_group.collect()}
+    for group in ("billing", "audit", "trimmed"):
+        mine = [r.lag for k, r in rows.items() if k[0] == group]
+        assert (by_group[group].lag, by_group[group].max_partition_lag,
+                by_group[group].partitions) == (sum(mine), max(mine), len(mine))
+    assert by_group["billing"].lag >= 60  # the records produced after its last commit
+
+
+def test_history_holds_every_commit(spark, store):
+    got = Counter((r.group, r.topic, r.partition, r.committed_offset)
+                  for r in jobs.history(spark, _dirs(store)).collect())
+    assert got == Counter(store.commits)
+
+
+def test_lag_over_time_uses_the_end_offset_at_each_commit(spark, store):
+    rows = jobs.lag_history(spark, _dirs(store)).collect()
+    assert Counter((r.group, r.topic, r.partition, r.committed_offset) for r in rows) == \
+        Counter(store.commits)
+    for r in rows:
+        if r.group == "billing":
+            # Committed before the last 60 records were produced: the 300 first
+            # records were all there, the later ones not yet.
+            assert r.end_offset == 100, r
+            assert r.lag == 100 - r.committed_offset
+    now = {(r.topic, r.partition): r.end_offset for r in jobs.end_offsets(spark, _dirs(store)).collect()
+           if r.topic != "__consumer_offsets"}
+    assert now == store.end_offsets
+
+
+def test_a_torn_tail_is_ignored(spark, store, tmp_path):
+    copy = tmp_path / "store"
+    shutil.copytree(store.data_dir, copy)
+    half = build_batch([Record(None, 1, b"k", b"v" * 100)], base_offset=10_000)
+    torn = []
+    for folder in sorted(copy.iterdir()):
+        logs = sorted(folder.glob("*.log")) if folder.is_dir() else []
+        if logs and folder.name.startswith(("__consumer_offsets-", "orders-")):
+            with open(logs[-1], "ab") as f:
+                f.write(half[: len(half) // 2])
+            torn.append(folder.name)
+    assert any(n.startswith("__consumer_offsets") for n in torn) and "orders-0" in torn
+    assert _offsets(spark, [str(copy)]) == store.fetched
+    per_partition, _ = jobs.lag(spark, [str(copy)])
+    assert {(r.topic, r.partition): r.end_offset for r in per_partition.collect()} == {
+        k[1:]: store.end_offsets[k[1:]] for k in store.fetched}
+
+
+def test_the_same_partitions_in_several_data_dirs_count_once(spark, store, tmp_path):
+    replica = tmp_path / "replica"
+    shutil.copytree(store.data_dir, replica)
+    dirs = [str(store.data_dir), str(replica)]
+    assert _offsets(spark, dirs) == store.fetched
+    assert Counter((r.group, r.topic, r.partition, r.committed_offset)
+                   for r in jobs.history(spark, dirs).collect()) == Counter(store.commits)
+
+
+def test_the_records_source_reads_every_record_with_its_fields(spark, store):
+    from pipeline import source
+
+    df = source.load(spark, "records", _dirs(store), topics=["orders"])
+    rows = df.collect()
+    assert len(rows) == store.end_offsets[("orders", 0)] + store.end_offsets[("orders", 1)] + \
+        store.end_offsets[("orders", 2)]
+    first = next(r for r in rows if r.partition == 0 and r.offset == 0)
+    assert (bytes(first.key), bytes(first.value), [(h.key, bytes(h.value)) for h in first.headers]) == (
+        b"k0", b"v0", [("n", b"0")])
+    everything = source.load(spark, "records", _dirs(store)).select("topic").distinct().collect()
+    assert {r.topic for r in everything} == {"orders", "payments"}  # not __consumer_offsets
+
+
+@pytest.mark.parametrize("job", sorted(COMMANDS))
+def test_each_command_writes_its_output(store, tmp_path, job, capsys, spark):
+    from broker.cli import main
+
+    out = tmp_path / job
+    assert main(["pipeline", job, "--data-dir", str(store.data_dir), "--out", str(out),
+                 "--master", "local[2]"]) == 0
+    err = capsys.readouterr().err
+    assert "kcoord pipeline:" in err and " in " in err  # progress lines with the elapsed time
+    if job == "history":
+        written = spark.read.parquet(str(out))
+        assert written.count() == len(store.commits)
+        assert {p.name for p in out.iterdir() if p.is_dir()} == {
+            f"group={g}" for g, *_ in store.commits}
+    elif job == "offsets":
+        got = {(r.group, r.topic, r.partition): (r.committed_offset, r.metadata)
+               for r in spark.read.parquet(str(out)).collect()}
+        assert got == store.fetched
+    elif job == "lag":
+        assert spark.read.parquet(str(out / "partitions")).count() == len(store.fetched)
+        assert {r.group for r in spark.read.parquet(str(out / "groups")).collect()} == {
+            "billing", "audit", "trimmed"}
+        assert spark.read.parquet(str(out / "history")).count() == len(store.commits)
+    else:
+        page = (out / "report.html").read_text()
+        assert all(g in page for g in ("billing", "audit", "trimmed"))
+
+
+def test_commands_fail_clearly_without_java_or_data(tmp_path, monkeypatch, capsys):
+    from broker.cli import main
+
+    assert main(["pipeline", "offsets", "--data-dir", str(tmp_path / "nope"), "--out",
+                 str(tmp_path / "o")]) == 2
+    assert "no such data dir" in capsys.readouterr().err
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert main(["pipeline", "lag", "--data-dir", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert "Java 17 or newer is needed" in capsys.readouterr().err
