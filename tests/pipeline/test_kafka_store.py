@@ -1,0 +1,74 @@
+"""The pipeline on a copy of Apache Kafka's own log dirs: a consumer group hosted
+by the reference Kafka, its ``__consumer_offsets`` and topic folders copied, and
+``offsets`` and ``lag`` compared with what that Kafka answers."""
+
+from __future__ import annotations
+
+import shutil
+import time
+import uuid
+
+from pipeline import jobs
+from tests.pipeline.conftest import _produce, _watermarks
+from tests.reference.client import WireClient
+
+
+def test_offsets_and_lag_from_a_copy_of_kafka_s_log_dirs_equal_its_answers(spark, reference_kafka,
+                                                                           tmp_path):
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bootstrap = reference_kafka.bootstrap
+    suffix = uuid.uuid4().hex[:8]
+    topic, readers, manual, dropped = (f"lake-{suffix}", f"readers-{suffix}",
+                                       f"manual-{suffix}", f"dropped-{suffix}")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(60)
+    _produce(bootstrap, topic, 90, 3)
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": readers,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    read, deadline = 0, time.monotonic() + 60
+    while read < 45 and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and not m.error():
+            read += 1
+            if read % 15 == 0:
+                consumer.commit(asynchronous=False)
+    consumer.close()
+    assert read == 45
+    for group, offsets in ((manual, {0: 7, 2: 9}), (dropped, {1: 4})):
+        simple = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+        simple.commit(offsets=[TopicPartition(topic, p, o, metadata=f"m{o}")
+                               for p, o in offsets.items()], asynchronous=False)
+        simple.close()
+    admin.delete_consumer_groups([dropped])[dropped].result(60)
+    _produce(bootstrap, topic, 30, 3)
+
+    with WireClient.to(bootstrap) as wire:
+        answer = wire.call(9, 8, {"groups": [{"group_id": g, "topics": None}
+                                             for g in (readers, manual, dropped)]})
+    expected = {}
+    for group in answer["groups"]:
+        for t in group["topics"]:
+            for p in t["partitions"]:
+                expected[(group["group_id"], t["name"], p["partition_index"])] = (
+                    p["committed_offset"], p["metadata"])
+    assert {g for g, _t, _p in expected} == {readers, manual}
+    ends = _watermarks(bootstrap, {topic: 3})
+
+    copy = tmp_path / "kafka-logs"
+    logs = reference_kafka.workdir / "logs"
+    shutil.copytree(logs, copy, ignore=shutil.ignore_patterns("*.lock"))
+    mine = {k: v for k, v in _offsets(spark, copy).items() if k[0] in (readers, manual, dropped)}
+    assert mine == expected
+    per_partition, _ = jobs.lag(spark, [str(copy)])
+    for r in per_partition.where(per_partition.group.isin(readers, manual)).collect():
+        end = ends[(r.topic, r.partition)]
+        assert (r.end_offset, r.lag) == (end, end - r.committed_offset), r
+
+
+def _offsets(spark, copy):
+    return {(r.group, r.topic, r.partition): (r.committed_offset, r.metadata)
+            for r in jobs.offsets(spark, [str(copy)]).collect()}
