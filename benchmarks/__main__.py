@@ -26,6 +26,7 @@ BENCHMARKS = {
     "data": "benchmarks.bench_data",
     "groups": "benchmarks.bench_groups",
     "kafka": "benchmarks.bench_kafka",
+    "pipeline": "benchmarks.bench_pipeline",
 }
 
 

@@ -322,27 +322,32 @@ def _memory_per_1000_groups(port: int, pid: int) -> float:
     return (after - before) * 1000 / MEMORY_GROUPS
 
 
-def _replay_seconds() -> tuple[float, int]:
-    """A data dir whose ``__consumer_offsets`` partition 0 holds REPLAY_RECORDS commit
-    records (10,000 groups x 10 partitions, committed again and again); the time
-    from starting the broker process to its ``groups.loaded`` event."""
+def offsets_log(data_dir: str, records: int) -> None:
+    """``__consumer_offsets`` partition 0 of ``data_dir`` holding ``records`` commit records
+    (1,000 groups x 10 partitions, committed again and again, 500 per batch)."""
     from protocol import group_records as G
     from protocol.records import Record, build_batch
     from storage.config import LogConfig
     from storage.log import PartitionLog
     from storage.validator import AppendOrigin
 
+    log = PartitionLog(os.path.join(data_dir, "__consumer_offsets-0"),
+                       LogConfig(segment_bytes=100 << 20))
+    value = G.offset_commit_value(123_456, "", 1_700_000_000_000)
+    keys = [G.offset_commit_key(f"group-{g}", "topic", p) for g in range(1_000) for p in range(10)]
+    for start in range(0, records, 500):
+        log.append(build_batch([Record(i, 1_700_000_000_000, keys[(start + i) % len(keys)], value)
+                                for i in range(min(500, records - start))]),
+                   origin=AppendOrigin.COORDINATOR)
+    log.close()
+
+
+def _replay_seconds() -> tuple[float, int]:
+    """A data dir whose ``__consumer_offsets`` partition 0 holds REPLAY_RECORDS commit
+    records (``offsets_log``); the time from starting the broker process to its
+    ``groups.loaded`` event."""
     with tempfile.TemporaryDirectory(prefix="kcoord-replay-") as data_dir:
-        log = PartitionLog(os.path.join(data_dir, "__consumer_offsets-0"),
-                           LogConfig(segment_bytes=100 << 20))
-        value = G.offset_commit_value(123_456, "", 1_700_000_000_000)
-        keys = [G.offset_commit_key(f"group-{g}", "topic", p)
-                for g in range(1_000) for p in range(10)]
-        for start in range(0, REPLAY_RECORDS, 500):
-            log.append(build_batch([Record(i, 1_700_000_000_000,
-                                           keys[(start + i) % len(keys)], value)
-                                    for i in range(500)]), origin=AppendOrigin.COORDINATOR)
-        log.close()
+        offsets_log(data_dir, REPLAY_RECORDS)
         began = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-m", "broker.cli", "serve", "--host",
                                  "127.0.0.1", "--port", "0", "--data-dir", data_dir,

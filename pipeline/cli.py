@@ -138,7 +138,10 @@ def _lag(spark, args, began) -> int:
     _say(args, "lag at every commit")
     h = _write(args, jobs.lag_history(spark, args.data_dir), f"{out}/history", "group")
     if not args.quiet:
-        spark.read.parquet(f"{out}/groups").orderBy("group").show(50, truncate=False)
+        from pyspark.sql import functions as F
+
+        spark.read.parquet(f"{out}/groups").orderBy("group").withColumn(
+            "last_commit", F.timestamp_millis("last_commit")).show(50, truncate=False)
     _say(args, f"lag of {n} partitions and {h} commits written to {out}/partitions, "
                f"{out}/groups and {out}/history in {time.monotonic() - began:.1f} s")
     return 0

@@ -3,7 +3,8 @@
 * ``records``: the records of topic partitions (control batches skipped);
 * ``offsets``: the decoded records of ``__consumer_offsets``: offset commits
   and classic group metadata (record types of the new protocols are skipped,
-  as the broker skips them);
+  as the broker skips them); a split's commits and group records come in
+  separate Arrow batches, each in log order;
 * ``batches``: one row per batch, from its header alone (offsets, timestamps,
   sizes): what log end offsets and lag over time need, without decoding records.
 
@@ -100,79 +101,70 @@ def _ddl_type(t: pa.DataType) -> str:
             pa.int64(): "bigint", pa.bool_(): "boolean"}[t]
 
 
-class _Columns:
-    """Column lists filled row by row and cut into Arrow record batches."""
+class _Rows:
+    """Rows of some columns of a schema, gathered as tuples (as cheap as building a
+    tuple per record can be) and turned into an Arrow record batch column by
+    column; the schema's other columns are constants of the split or null."""
 
-    def __init__(self, schema: pa.Schema):
+    def __init__(self, schema: pa.Schema, names: tuple[str, ...], **constants):
         self.schema = schema
-        self.columns = [[] for _ in schema]
-        self.append = [c.append for c in self.columns]
-
-    def __len__(self) -> int:
-        return len(self.columns[0])
+        self.index = {name: i for i, name in enumerate(names)}
+        assert set(self.index) | set(constants) <= set(schema.names)
+        self.constants = constants
+        self.rows: list[tuple] = []
 
     def batch(self) -> pa.RecordBatch:
-        arrays = [pa.array(col, type=f.type) for col, f in zip(self.columns, self.schema)]
-        for col in self.columns:
-            col.clear()
+        n = len(self.rows)
+        columns = list(zip(*self.rows))
+        self.rows.clear()
+        arrays = []
+        for f in self.schema:
+            i = self.index.get(f.name)
+            if i is not None:
+                arrays.append(pa.array(columns[i], type=f.type))
+            elif f.name in self.constants:
+                arrays.append(pa.array([self.constants[f.name]] * n, type=f.type))
+            else:
+                arrays.append(pa.nulls(n, type=f.type))
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
-def _chunks(cols: _Columns, rows: Iterator[None]) -> Iterator[pa.RecordBatch]:
-    for _ in rows:
-        if len(cols) >= ROWS_PER_BATCH:
-            yield cols.batch()
-    if len(cols):
-        yield cols.batch()
-
-
 def read(shape: str, split: Split, stats: dict | None = None) -> Iterator[pa.RecordBatch]:
-    """The rows of ``shape`` in a split, as Arrow record batches."""
-    cols = _Columns(SHAPES[shape])
-    fill = {"records": _records, "offsets": _offsets, "batches": _batches}[shape]
-    return _chunks(cols, fill(split, cols.append, stats))
+    """The rows of ``shape`` in a split, as Arrow record batches (at most about
+    ``ROWS_PER_BATCH`` rows each)."""
+    fill, sinks = _SHAPES[shape](split)
+    for _ in fill(split, *[sink.rows.append for sink in sinks], stats):
+        for sink in sinks:
+            if len(sink.rows) >= ROWS_PER_BATCH:
+                yield sink.batch()
+    for sink in sinks:
+        if sink.rows:
+            yield sink.batch()
 
 
-def _records(split: Split, a, stats) -> Iterator[None]:
-    topic, partition = split.segment.topic, split.segment.partition
+def _records(split: Split, add, stats) -> Iterator[None]:
     for entry in read_split(split, stats=stats):
         batch = entry.decode()
         if batch.magic == 2 and batch.is_control:
             continue
         ts_type = batch.timestamp_type
         for r in batch.records:
-            a[0](topic)
-            a[1](partition)
-            a[2](r.offset)
-            a[3](r.timestamp)
-            a[4](ts_type)
-            a[5](r.key)
-            a[6](r.value)
-            a[7]([{"key": k, "value": v} for k, v in r.headers])
+            add((r.offset, r.timestamp, ts_type, r.key, r.value,
+                 [{"key": k, "value": v} for k, v in r.headers]))
         yield
 
 
-def _batches(split: Split, a, stats) -> Iterator[None]:
-    topic, partition, segment = split.segment.topic, split.segment.partition, split.segment.base_offset
+def _batches(split: Split, add, stats) -> Iterator[None]:
     for entry in read_split(split, stats=stats):
         if entry.magic == 2:
             h = entry.header()
-            base, last, max_ts, count = h.base_offset, h.last_offset, h.max_timestamp, h.records_count
+            add((h.base_offset, h.last_offset, h.max_timestamp, h.records_count, len(entry.data)))
         else:  # a legacy entry: its offset is the last one it holds
             batch = entry.decode()
             records = batch.records
-            base = records[0].offset if records else batch.base_offset
-            last = records[-1].offset if records else batch.base_offset
-            max_ts = max((r.timestamp for r in records), default=-1)
-            count = len(records)
-        a[0](topic)
-        a[1](partition)
-        a[2](base)
-        a[3](last)
-        a[4](max_ts)
-        a[5](count)
-        a[6](len(entry.data))
-        a[7](segment)
+            add((records[0].offset if records else batch.base_offset,
+                 records[-1].offset if records else batch.base_offset,
+                 max((r.timestamp for r in records), default=-1), len(records), len(entry.data)))
         yield
 
 
@@ -203,12 +195,7 @@ def member_row(m, protocol_type: str) -> dict:
     }
 
 
-_NO_COMMIT = (None, None, None, None, None)
-_NO_GROUP = (None, None, None, None, None, None)
-
-
-def _offsets(split: Split, a, stats) -> Iterator[None]:
-    source = split.segment.partition
+def _offsets(split: Split, commit, group, stats) -> Iterator[None]:
     unreadable = 0
     for entry in read_split(split, stats=stats):
         batch = entry.decode()
@@ -225,31 +212,48 @@ def _offsets(split: Split, a, stats) -> Iterator[None]:
             except Exception:  # an undecodable record costs itself only
                 unreadable += 1
                 continue
-            a[0](source)
-            a[1](r.offset)
-            a[2](r.timestamp)
-            a[3](kind)
-            a[4](key.group)
-            a[7](value is None)
             if kind == G.OFFSET_COMMIT:
-                a[5](key.topic)
-                a[6](key.partition)
-                commit = _NO_COMMIT if value is None else (
-                    value.offset, value.leader_epoch, value.metadata,
-                    value.commit_timestamp, value.expire_timestamp)
-                group = _NO_GROUP
+                if value is None:
+                    commit((r.offset, r.timestamp, key.group, key.topic, key.partition, True,
+                            None, None, None, None, None))
+                else:
+                    commit((r.offset, r.timestamp, key.group, key.topic, key.partition, False,
+                            value.offset, value.leader_epoch, value.metadata,
+                            value.commit_timestamp, value.expire_timestamp))
+            elif value is None:
+                group((r.offset, r.timestamp, key.group, True, None, None, None, None, None, None))
             else:
-                a[5](None)
-                a[6](None)
-                commit = _NO_COMMIT
-                group = _NO_GROUP if value is None else (
-                    value.protocol_type, value.protocol, value.generation, value.leader,
-                    value.current_state_timestamp,
-                    [member_row(m, value.protocol_type) for m in value.members])
-            for i, v in enumerate(commit, 8):
-                a[i](v)
-            for i, v in enumerate(group, 13):
-                a[i](v)
+                group((r.offset, r.timestamp, key.group, False, value.protocol_type, value.protocol,
+                       value.generation, value.leader, value.current_state_timestamp,
+                       [member_row(m, value.protocol_type) for m in value.members]))
         yield
     if stats is not None and unreadable:
         stats["unreadable"] = stats.get("unreadable", 0) + unreadable
+
+
+def _record_shape(split: Split):
+    s = split.segment
+    return _records, [_Rows(RECORDS, ("offset", "timestamp", "timestamp_type", "key", "value",
+                                      "headers"), topic=s.topic, partition=s.partition)]
+
+
+def _offsets_shape(split: Split):
+    source = split.segment.partition
+    return _offsets, [
+        _Rows(OFFSETS, ("source_offset", "timestamp", "group", "topic", "partition", "tombstone",
+                        "committed_offset", "leader_epoch", "metadata", "commit_timestamp",
+                        "expire_timestamp"), source_partition=source, record_type=G.OFFSET_COMMIT),
+        _Rows(OFFSETS, ("source_offset", "timestamp", "group", "tombstone", "protocol_type",
+                        "protocol", "generation", "leader", "state_timestamp", "members"),
+              source_partition=source, record_type=G.GROUP_METADATA),
+    ]
+
+
+def _batch_shape(split: Split):
+    s = split.segment
+    return _batches, [_Rows(BATCHES, ("base_offset", "last_offset", "max_timestamp", "records",
+                                      "bytes"), topic=s.topic, partition=s.partition,
+                            segment=s.base_offset)]
+
+
+_SHAPES = {"records": _record_shape, "offsets": _offsets_shape, "batches": _batch_shape}

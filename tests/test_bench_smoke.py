@@ -13,7 +13,7 @@ from tests.support import REPO
 def test_benchmarks_run_quick_and_print_their_figures():
     env = {**os.environ, "KCOORD_BENCH_QUICK": "1"}
     result = subprocess.run([sys.executable, "-m", "benchmarks"], cwd=REPO, env=env,
-                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=200)
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=260)
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
     assert "QUICK mode" in out
@@ -47,4 +47,9 @@ def test_benchmarks_run_quick_and_print_their_figures():
     assert re.search(r"memory per 1,000 groups of 3 members: \d+\.\d+ MiB", out), out
     assert re.search(r"start-up replay of [\d,]+ __consumer_offsets records: \d+\.\d+ s", out), out
     assert re.search(r"while 8 connections commit: \d+\.\d+ ms", out), out
+    # Pipeline: the data source next to plain-Python decoding of the same log.
+    assert re.search(r"plain Python, 1 core: +[\d,]+ records/s", out), out
+    assert re.search(r"kcoord-offsets data source, local\[2\]: +[\d,]+ records/s, [\d,]+ per core",
+                     out), out
+    assert re.search(r"per core at least 80% of plain Python: \d+\.\d+x", out), out
     assert "FAILED" not in out
