@@ -15,7 +15,7 @@ import sys
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from pipeline import segments, source
+from pipeline import rows, segments, source
 
 
 def session(master: str = "local[*]", app: str = "kcoord pipeline", conf: dict | None = None,
@@ -49,7 +49,19 @@ def _once(df: DataFrame, *key: str) -> DataFrame:
 
 
 def offsets_records(spark, data_dirs) -> DataFrame:
-    return _once(source.load(spark, "offsets", data_dirs), "source_partition", "source_offset")
+    """The ``__consumer_offsets`` records that count, each once: a record written in a
+    transaction counts once the transaction's marker says commit (as Kafka applies
+    transactional offset commits), and markers themselves are left out."""
+    records = _once(source.load(spark, "offsets", data_dirs), "source_partition", "source_offset")
+    in_transactions = records.where(F.col("producer_id").isNotNull())
+    next_marker = (Window.partitionBy("source_partition", "producer_id").orderBy("source_offset")
+                   .rowsBetween(Window.currentRow, Window.unboundedFollowing))
+    committed = (in_transactions
+                 .withColumn("_outcome", F.first("marker", ignorenulls=True).over(next_marker))
+                 .where((F.col("record_type") != rows.TRANSACTION_MARKER)
+                        & (F.col("_outcome") == "commit"))
+                 .drop("_outcome"))
+    return records.where(F.col("producer_id").isNull()).unionByName(committed)
 
 
 def history(spark, data_dirs) -> DataFrame:

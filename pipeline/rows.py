@@ -3,8 +3,9 @@
 * ``records``: the records of topic partitions (control batches skipped);
 * ``offsets``: the decoded records of ``__consumer_offsets``: offset commits
   and classic group metadata (record types of the new protocols are skipped,
-  as the broker skips them); a split's commits and group records come in
-  separate Arrow batches, each in log order;
+  as the broker skips them), and the markers of transactions that committed
+  offsets; a split's commits, group records and markers come in separate
+  Arrow batches, each in log order;
 * ``batches``: one row per batch, from its header alone (offsets, timestamps,
   sizes): what log end offsets and lag over time need, without decoding records.
 
@@ -21,6 +22,7 @@ import pyarrow as pa
 
 from pipeline.segments import Split, read_split
 from protocol import group_records as G
+from protocol.records import decode_control_record
 
 ROWS_PER_BATCH = 65_536
 
@@ -54,7 +56,7 @@ OFFSETS = pa.schema([
     ("source_partition", pa.int32()),  # the __consumer_offsets partition
     ("source_offset", pa.int64()),
     ("timestamp", pa.int64()),
-    ("record_type", pa.string()),  # offset_commit | group_metadata
+    ("record_type", pa.string()),  # offset_commit | group_metadata | transaction_marker
     ("group", pa.string()),
     ("topic", pa.string()),
     ("partition", pa.int32()),
@@ -70,6 +72,12 @@ OFFSETS = pa.schema([
     ("leader", pa.string()),
     ("state_timestamp", pa.int64()),
     ("members", pa.list_(_MEMBER)),
+    # Transactional offset commits (Kafka's sendOffsetsToTransaction): the producer
+    # id of a record written in a transaction, and the transaction markers
+    # (record type "transaction_marker", marker "commit" or "abort") that decide
+    # whether it counts.
+    ("producer_id", pa.int64()),
+    ("marker", pa.string()),
 ])
 
 BATCHES = pa.schema([
@@ -195,12 +203,27 @@ def member_row(m, protocol_type: str) -> dict:
     }
 
 
-def _offsets(split: Split, commit, group, stats) -> Iterator[None]:
+TRANSACTION_MARKER = "transaction_marker"
+_MARKERS = {0: "abort", 1: "commit"}
+
+
+def _offsets(split: Split, commit, group, marker, stats) -> Iterator[None]:
     unreadable = 0
     for entry in read_split(split, stats=stats):
         batch = entry.decode()
         if batch.magic == 2 and batch.is_control:
+            for r in batch.records:
+                try:
+                    kind = _MARKERS.get(decode_control_record(r)[0])
+                except Exception:
+                    kind = None
+                if kind is None:
+                    unreadable += 1
+                    continue
+                marker((r.offset, r.timestamp, batch.producer_id, kind))
+            yield
             continue
+        txn = batch.producer_id if batch.magic == 2 and batch.is_transactional else None
         for r in batch.records:
             if r.key is None:
                 continue
@@ -215,17 +238,18 @@ def _offsets(split: Split, commit, group, stats) -> Iterator[None]:
             if kind == G.OFFSET_COMMIT:
                 if value is None:
                     commit((r.offset, r.timestamp, key.group, key.topic, key.partition, True,
-                            None, None, None, None, None))
+                            None, None, None, None, None, txn))
                 else:
                     commit((r.offset, r.timestamp, key.group, key.topic, key.partition, False,
                             value.offset, value.leader_epoch, value.metadata,
-                            value.commit_timestamp, value.expire_timestamp))
+                            value.commit_timestamp, value.expire_timestamp, txn))
             elif value is None:
-                group((r.offset, r.timestamp, key.group, True, None, None, None, None, None, None))
+                group((r.offset, r.timestamp, key.group, True, None, None, None, None, None, None,
+                       txn))
             else:
                 group((r.offset, r.timestamp, key.group, False, value.protocol_type, value.protocol,
                        value.generation, value.leader, value.current_state_timestamp,
-                       [member_row(m, value.protocol_type) for m in value.members]))
+                       [member_row(m, value.protocol_type) for m in value.members], txn))
         yield
     if stats is not None and unreadable:
         stats["unreadable"] = stats.get("unreadable", 0) + unreadable
@@ -242,10 +266,13 @@ def _offsets_shape(split: Split):
     return _offsets, [
         _Rows(OFFSETS, ("source_offset", "timestamp", "group", "topic", "partition", "tombstone",
                         "committed_offset", "leader_epoch", "metadata", "commit_timestamp",
-                        "expire_timestamp"), source_partition=source, record_type=G.OFFSET_COMMIT),
+                        "expire_timestamp", "producer_id"),
+              source_partition=source, record_type=G.OFFSET_COMMIT),
         _Rows(OFFSETS, ("source_offset", "timestamp", "group", "tombstone", "protocol_type",
-                        "protocol", "generation", "leader", "state_timestamp", "members"),
-              source_partition=source, record_type=G.GROUP_METADATA),
+                        "protocol", "generation", "leader", "state_timestamp", "members",
+                        "producer_id"), source_partition=source, record_type=G.GROUP_METADATA),
+        _Rows(OFFSETS, ("source_offset", "timestamp", "producer_id", "marker"),
+              source_partition=source, record_type=TRANSACTION_MARKER),
     ]
 
 

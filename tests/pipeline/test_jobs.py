@@ -12,7 +12,8 @@ import pytest
 
 from pipeline import jobs
 from pipeline.cli import COMMANDS
-from protocol.records import Record, build_batch
+from protocol import group_records as G
+from protocol.records import Record, build_batch, build_control_batch
 
 
 def _dirs(store):
@@ -149,3 +150,30 @@ def test_commands_fail_clearly_without_java_or_data(tmp_path, monkeypatch, capsy
     monkeypatch.setenv("PATH", "/nonexistent")
     assert main(["pipeline", "lag", "--data-dir", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert "Java 17 or newer is needed" in capsys.readouterr().err
+
+
+def test_offsets_committed_in_a_transaction_count_only_once_it_commits(spark, tmp_path):
+    folder = tmp_path / "__consumer_offsets-3"
+    folder.mkdir()
+
+    def commit(partition, offset, base, producer=None):
+        txn = {} if producer is None else {"producer_id": producer, "producer_epoch": 0,
+                                           "transactional": True}
+        return build_batch([Record(None, 1_000 + base, G.offset_commit_key("g", "t", partition),
+                                   G.offset_commit_value(offset, "", 1_000 + base))],
+                           base_offset=base, **txn)
+
+    def marker(kind, base, producer):  # 0 abort, 1 commit
+        return build_control_batch(kind, producer_id=producer, producer_epoch=0,
+                                   coordinator_epoch=0, timestamp=1_000 + base, base_offset=base)
+
+    (folder / f"{0:020d}.log").write_bytes(b"".join([
+        commit(0, 5, 0),
+        commit(0, 9, 1, producer=7), marker(0, 2, 7),  # aborted: 9 never counts
+        commit(1, 4, 3, producer=7), commit(1, 6, 4, producer=8),
+        marker(1, 5, 7),  # producer 7 commits; producer 8's transaction is still open
+    ]))
+    dirs = [str(tmp_path)]
+    assert _offsets(spark, dirs) == {("g", "t", 0): (5, ""), ("g", "t", 1): (4, "")}
+    assert sorted((r.partition, r.committed_offset) for r in jobs.history(spark, dirs).collect()) == [
+        (0, 5), (1, 4)]

@@ -20,8 +20,9 @@ def test_offsets_and_lag_from_a_copy_of_kafka_s_log_dirs_equal_its_answers(spark
 
     bootstrap = reference_kafka.bootstrap
     suffix = uuid.uuid4().hex[:8]
-    topic, readers, manual, dropped = (f"lake-{suffix}", f"readers-{suffix}",
-                                       f"manual-{suffix}", f"dropped-{suffix}")
+    topic, readers, manual, dropped, txn = (f"lake-{suffix}", f"readers-{suffix}",
+                                            f"manual-{suffix}", f"dropped-{suffix}",
+                                            f"txn-{suffix}")
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(60)
     _produce(bootstrap, topic, 90, 3)
@@ -44,29 +45,51 @@ def test_offsets_and_lag_from_a_copy_of_kafka_s_log_dirs_equal_its_answers(spark
                                for p, o in offsets.items()], asynchronous=False)
         simple.close()
     admin.delete_consumer_groups([dropped])[dropped].result(60)
+    _transactional_offsets(bootstrap, topic, txn, suffix)
     _produce(bootstrap, topic, 30, 3)
 
     with WireClient.to(bootstrap) as wire:
         answer = wire.call(9, 8, {"groups": [{"group_id": g, "topics": None}
-                                             for g in (readers, manual, dropped)]})
+                                             for g in (readers, manual, dropped, txn)]})
     expected = {}
     for group in answer["groups"]:
         for t in group["topics"]:
             for p in t["partitions"]:
                 expected[(group["group_id"], t["name"], p["partition_index"])] = (
                     p["committed_offset"], p["metadata"])
-    assert {g for g, _t, _p in expected} == {readers, manual}
+    assert {g for g, _t, _p in expected} == {readers, manual, txn}
+    assert [(t, p, o) for (g, t, p), (o, _m) in expected.items() if g == txn] == [(topic, 0, 11)]
     ends = _watermarks(bootstrap, {topic: 3})
 
     copy = tmp_path / "kafka-logs"
     logs = reference_kafka.workdir / "logs"
     shutil.copytree(logs, copy, ignore=shutil.ignore_patterns("*.lock"))
-    mine = {k: v for k, v in _offsets(spark, copy).items() if k[0] in (readers, manual, dropped)}
+    mine = {k: v for k, v in _offsets(spark, copy).items()
+            if k[0] in (readers, manual, dropped, txn)}
     assert mine == expected
     per_partition, _ = jobs.lag(spark, [str(copy)])
     for r in per_partition.where(per_partition.group.isin(readers, manual)).collect():
         end = ends[(r.topic, r.partition)]
         assert (r.end_offset, r.lag) == (end, end - r.committed_offset), r
+
+
+def _transactional_offsets(bootstrap: str, topic: str, group: str, suffix: str) -> None:
+    """Offsets sent to transactions (sendOffsetsToTransaction): one committed, one aborted."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{suffix}"})
+    producer.init_transactions(60)
+    for partition, offset, outcome in ((0, 11, "commit"), (1, 22, "abort")):
+        producer.begin_transaction()
+        producer.produce(topic, value=b"in a transaction", partition=partition)
+        producer.send_offsets_to_transaction([TopicPartition(topic, partition, offset)],
+                                             consumer.consumer_group_metadata(), 60)
+        if outcome == "commit":
+            producer.commit_transaction(60)
+        else:
+            producer.abort_transaction(60)
+    consumer.close()
 
 
 def _offsets(spark, copy):

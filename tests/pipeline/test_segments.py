@@ -218,7 +218,10 @@ def test_consumer_offsets_records_decode_to_commits_groups_and_tombstones(tmp_pa
              r["tombstone"]) for r in got] == [
         (17, 0, "offset_commit", "g1", False), (17, 1, "offset_commit", "g1", False),
         (17, 2, "group_metadata", "g1", False), (17, 3, "group_metadata", "conn", False),
-        (17, 4, "offset_commit", "g1", True), (17, 5, "group_metadata", "g1", True)]
+        (17, 4, "offset_commit", "g1", True), (17, 5, "group_metadata", "g1", True),
+        (17, 8, "transaction_marker", None, None)]
+    assert (got[-1]["producer_id"], got[-1]["marker"]) == (1, "commit")
+    assert all(r["producer_id"] is None for r in got[:-1])  # not written in a transaction
     first, second = got[0], got[1]
     assert (first["topic"], first["partition"], first["committed_offset"], first["leader_epoch"],
             first["metadata"], first["commit_timestamp"], first["expire_timestamp"]) == (
@@ -238,7 +241,7 @@ def test_consumer_offsets_records_decode_to_commits_groups_and_tombstones(tmp_pa
     assert (m2["group_instance_id"], m2["assigned_partitions"]) == (None, None)  # empty assignment
     assert got[3]["members"][0]["subscribed_topics"] is None  # not the consumer protocol
     assert got[3]["members"][0]["subscription"] == b"\x01\x02"
-    for tomb in got[4:]:
+    for tomb in got[4:6]:
         assert tomb["committed_offset"] is None and tomb["members"] is None
 
 
