@@ -73,6 +73,7 @@ def test_large_segments_split_at_batch_boundaries_and_every_record_is_read_once(
             f.write_bytes(b"".join(struct.pack(">ii", i + 1, 37 + i * 1001) for i in range(200)))
     whole, whole_splits = _table("records", [tmp_path])
     cut, cut_splits = _table("records", [tmp_path], split_bytes=10_000)
+    assert all(s.end > s.start for s in cut_splits)
     assert [r["offset"] for r in whole] == offsets
     assert cut == whole
     assert len(cut_splits) > 5 * len(whole_splits)
@@ -251,3 +252,84 @@ def test_every_shape_has_a_spark_schema_naming_the_arrow_columns():
         for f in schema:
             assert f"`{f.name}` " in ddl
     assert "`members` array<struct<`member_id`: string" in rows.spark_ddl(rows.OFFSETS)
+
+
+def test_batches_crossing_read_windows_and_an_empty_batch_are_read_whole(tmp_path, monkeypatch):
+    monkeypatch.setattr(segments, "READ_WINDOW", 300)  # most batches cross a window's end
+    batches = [build_batch([Record(None, T0, b"k%d" % i, b"v" * (20 + 7 * i))], base_offset=i)
+               for i in range(40)]
+    empty = build_batch([], base_offset=40, last_offset_delta=0)  # compaction leaves these
+    assert len(empty) == 61
+    _segment(tmp_path / "t-0", 0, *batches, empty)
+    got, splits = _table("records", [tmp_path])
+    assert [r["offset"] for r in got] == list(range(40))
+    heads, _ = _table("batches", [tmp_path])
+    assert [(b["base_offset"], b["records"]) for b in heads][-2:] == [(39, 1), (40, 0)]
+
+
+def test_a_relative_data_dir_is_read(tmp_path, monkeypatch):
+    _segment(tmp_path / "store" / "t-0", 0, build_batch([Record(None, T0, b"k", b"v")]))
+    monkeypatch.chdir(tmp_path)
+    got, _ = _table("records", ["store"])
+    assert [(r["topic"], r["value"]) for r in got] == [("t", b"v")]
+
+
+def test_a_split_ends_where_the_file_ended_when_it_was_planned(tmp_path):
+    path = _segment(tmp_path / "t-0", 0, build_batch([Record(None, T0, b"a", b"1")]))
+    splits = segments.plan_splits([str(tmp_path)])
+    with open(path, "ab") as f:  # the broker appends after planning
+        f.write(build_batch([Record(None, T0, b"b", b"2")], base_offset=1))
+    got = [r for s in splits for b in rows.read("records", s) for r in b.to_pylist()]
+    assert [r["offset"] for r in got] == [0]
+    assert [r["offset"] for r in _table("records", [tmp_path])[0]] == [0, 1]  # planned again
+
+
+def test_a_legacy_entry_with_a_wrong_crc_is_a_torn_tail(tmp_path):
+    good = build_legacy([Record(None, T0, b"a", b"1")], magic=1, base_offset=0)
+    bad = bytearray(build_legacy([Record(None, T0, b"b", b"2")], magic=1, base_offset=1))
+    bad[-1] ^= 0x01  # the value's last byte: the message CRC no longer matches
+    _segment(tmp_path / "t-0", 0, good, bytes(bad))
+    stats = {}
+    got, _ = _table("records", [tmp_path], stats=stats)
+    assert [r["offset"] for r in got] == [0] and stats == {"torn": 1}
+
+
+def test_offset_index_entries_are_used_up_to_the_preallocated_zeros(tmp_path):
+    _logged_topic(tmp_path, "idx", batches=200)
+    folder = tmp_path / "idx-0"
+    first = sorted(folder.glob("*.log"))[0]
+    segment = segments.SegmentFile(str(tmp_path), str(first), "idx", 0, 0, first.stat().st_size)
+    fs, _ = segments.filesystem(str(tmp_path))
+    entries = segments._index_positions(fs, segment)
+    assert len(entries) > 10
+    assert all(a[0] < b[0] and a[1] < b[1] for a, b in zip(entries, entries[1:]))
+    index = first.with_suffix(".index")
+    raw = index.read_bytes()
+    index.write_bytes(raw[: 8 * 5] + b"\0" * 800)  # five entries, then Kafka's preallocated zeros
+    assert segments._index_positions(fs, segment) == entries[:5]
+    for offset, position in entries[:5]:  # each points at the batch holding its offset
+        with open(first, "rb") as f:
+            f.seek(position)
+            base = struct.unpack(">q", f.read(8))[0]
+        assert base <= offset
+
+
+def test_transactional_commits_carry_their_producer_and_a_clean_read_counts_nothing(tmp_path):
+    commit = build_batch([Record(None, T0, G.offset_commit_key("g", "t", 0),
+                                 G.offset_commit_value(3, "", T0))],
+                         producer_id=42, producer_epoch=1, transactional=True)
+    plain = build_batch([Record(None, T0, G.offset_commit_key("g", "t", 1),
+                                G.offset_commit_value(4, "", T0))], base_offset=1)
+    _segment(tmp_path / "__consumer_offsets-0", 0, commit, plain)
+    stats = {}
+    got, _ = _table("offsets", [tmp_path], stats=stats, topics={"__consumer_offsets"})
+    assert stats == {}
+    assert sorted((r["source_offset"], r["producer_id"]) for r in got) == [(0, 42), (1, None)]
+    # A control record whose key is not a marker's (type 7) is counted, not read as one.
+    broken_marker = build_batch([Record(None, T0, b"\x00\x00\x00\x07", b"\x00" * 6)],
+                                producer_id=42, producer_epoch=1, transactional=True,
+                                control=True, base_offset=2)
+    _segment(tmp_path / "__consumer_offsets-1", 0, broken_marker)
+    stats = {}
+    got, _ = _table("offsets", [tmp_path], stats=stats, topics={"__consumer_offsets"})
+    assert stats == {"unreadable": 1} and len(got) == 2
