@@ -405,9 +405,14 @@ class KafkaConnection(asyncio.Protocol):
 
 def _decode(schema, api_version: int, frame: bytes):
     """(header, body) of a request frame (without its size prefix)."""
+    header, pos = request_header_codec(2 if schema.is_flexible(api_version) else 1).decode_at(
+        frame, 0)
+    codec = schema.codec(api_version, "request")
+    if codec.generated:
+        return header, codec.decode_at(frame, pos)[0]
     stream = io.BytesIO(frame)
-    header = request_header_codec(2 if schema.is_flexible(api_version) else 1).read(stream)
-    return header, schema.codec(api_version, "request").read(stream)
+    stream.seek(pos)
+    return header, codec.read(stream)
 
 
 def _decode_large(reg, api_version: int, frame: bytes):

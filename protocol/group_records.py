@@ -36,6 +36,7 @@ OFFSET_COMMIT_KEY = Api(
         F("partition", "int32"),
     ),
     response=S(),
+    generated=True,  # written on every commit
 )
 
 OFFSET_COMMIT_VALUE = Api(
@@ -48,6 +49,7 @@ OFFSET_COMMIT_VALUE = Api(
         F("expire_timestamp", "int64", v="1", default=-1),
     ),
     response=S(),
+    generated=True,  # written on every commit
 )
 
 GROUP_METADATA_KEY = Api(

@@ -25,6 +25,7 @@ REQUEST_HEADER = Api(
         F("client_id", "string", v="1+", nullable="1+", classic=True, default=None),
     ),
     response=S(),
+    generated=True,  # read from every request
 )
 
 RESPONSE_HEADER = Api(
