@@ -91,6 +91,7 @@ class PartitionLog:
         on_io_error: Callable[["PartitionLog", OSError], None] | None = None,
     ):
         self.directory = directory
+        self._name: str | None = None  # the folder's name, ``name``
         self.config = config or LogConfig()
         self.clock = clock
         self.on_io_error = on_io_error
@@ -117,7 +118,10 @@ class PartitionLog:
 
     @property
     def name(self) -> str:
-        return os.path.basename(os.path.normpath(self.directory))
+        name = self._name
+        if name is None:
+            name = self._name = os.path.basename(os.path.normpath(self.directory))
+        return name
 
     # --- opening and recovery -----------------------------------------------------
 

@@ -92,11 +92,13 @@ def validate_and_assign(buf: bytearray, *, tp: str, config: LogConfig, next_offs
     if not entries:
         raise InvalidRecordError("Record batch has no batches at all")
     client = origin is AppendOrigin.CLIENT
+    headers = []
     for pos, size, magic in entries:
         if magic != 2:
             raise InvalidRecordError(
                 f"magic {magic} in topic partition {tp}: legacy message sets are up-converted first")
         header = batch_header(buf, pos)
+        headers.append(header)
         if client and header.base_offset != 0:
             raise InvalidRecordError(
                 f"The baseOffset of the record batch in the append to {tp} should be 0, "
@@ -120,8 +122,7 @@ def validate_and_assign(buf: bytearray, *, tp: str, config: LogConfig, next_offs
     append_time = now if config.log_append_time else -1
     target = None if config.compression_type == "producer" else \
         compression.BY_NAME.get(config.compression_type, compression.NONE)
-    for pos, size, _magic in entries:
-        header = batch_header(buf, pos)
+    for (pos, size, _magic), header in zip(entries, headers):
         count = header.records_count
         if client:
             _check_client_batch(header, tp)
@@ -135,10 +136,10 @@ def validate_and_assign(buf: bytearray, *, tp: str, config: LogConfig, next_offs
         except (CorruptRecordError, ValueError, OSError, compression.UnsupportedCodecError) as exc:
             raise InvalidRecordError(f"{exc} in topic partition {tp}") from exc
         _check_records(header, walked, config, now, tp, offset)
-        in_order = all(w[0] == i for i, w in enumerate(walked))
         rebuild = (target is not None and header.compression != target
                    and not (header.is_control and header.compression == compression.NONE)) \
-            or (header.compression != compression.NONE and not in_order and count > 0)
+            or (header.compression != compression.NONE and count > 0
+                and not all(w[0] == i for i, w in enumerate(walked)))
         last_delta = count - 1 if client else header.last_offset_delta
         if rebuild:
             batch = _rebuild(buf, pos, offset, header, target, config, append_time, leader_epoch)
@@ -247,10 +248,6 @@ def _check_records(header, walked, config: LogConfig, now: int, tp: str, base: i
     errors: list[tuple[int, str]] = []
     timestamps = False
     create_time = not config.log_append_time
-    # Java long arithmetic: with the default bound (Long.MAX_VALUE) Kafka's
-    # message shows the wrapped value, and so does this one.
-    low = _java_long(now - config.message_timestamp_before_max_ms)
-    high = _java_long(now + config.message_timestamp_after_max_ms)
     lat_batch = header.timestamp_type == LOG_APPEND_TIME
     check_ts = create_time or lat_batch
     if not (config.compact or check_ts) or header.is_control:
@@ -265,6 +262,10 @@ def _check_records(header, walked, config: LogConfig, now: int, tp: str, base: i
             if now - timestamp > config.message_timestamp_before_max_ms or \
                     timestamp - now > config.message_timestamp_after_max_ms:
                 timestamps = True
+                # Java long arithmetic: with the default bound (Long.MAX_VALUE)
+                # Kafka's message shows the wrapped value, and so does this one.
+                low = _java_long(now - config.message_timestamp_before_max_ms)
+                high = _java_long(now + config.message_timestamp_after_max_ms)
                 errors.append((index, f"Timestamp {timestamp} of message with offset "
                                       f"{base + offset_delta} is out of range. The timestamp "
                                       f"should be within [{low}, {high}]"))
