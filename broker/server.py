@@ -306,10 +306,15 @@ class KafkaConnection(asyncio.Protocol):
         flexible = schema.is_flexible(api_version)
         ctx = RequestContext(self.broker, reg.key, api_version, correlation_id,
                              header.client_id or "", self.peer, self)
-        with self._handler_errors(schema, api_version):
+        # What _handler_errors does, written out: this runs for every request.
+        try:
             result = reg.handler(ctx, request)
-            if not inspect.isawaitable(result):
+            if type(result) is dict or not inspect.isawaitable(result):
                 return self._encode(schema, api_version, correlation_id, flexible, result)
+        except CloseConnection:
+            raise
+        except Exception:
+            self._handler_failed(schema, api_version)
         return self._encode_later(result, schema, api_version, correlation_id, flexible)
 
     async def _encode_later(self, pending, schema, api_version, correlation_id, flexible):
@@ -341,9 +346,13 @@ class KafkaConnection(asyncio.Protocol):
         except CloseConnection:
             raise
         except Exception:
-            log.exception("request.handler_failed", peer=self.peer, api=schema.name,
-                          api_version=api_version)
-            raise CloseConnection from None
+            self._handler_failed(schema, api_version)
+
+    def _handler_failed(self, schema, api_version):
+        """Called while handling the exception: log it, close this connection only."""
+        log.exception("request.handler_failed", peer=self.peer, api=schema.name,
+                      api_version=api_version)
+        raise CloseConnection from None
 
     def _api_versions_fallback(self, correlation_id: int) -> bytes:
         # Kafka answers an ApiVersions version it does not know without parsing the

@@ -38,6 +38,9 @@ class GroupService:
         self.broker = broker
         self.core = core
         self.clock = clock or WallClock()
+        # Made on the broker's loop; kept because asyncio.get_running_loop()
+        # costs a getpid() system call on every request.
+        self.loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._inflight: dict[int, set[asyncio.Future]] = {}  # partition -> unfinished writes
@@ -60,7 +63,7 @@ class GroupService:
     def ask(self, operation, *args, **kwargs) -> asyncio.Future:
         """Run ``operation(ticket, *args, now, **kwargs)``; the ticket (a future) holds
         its answer, often at once (nothing parked, no fsync to wait for)."""
-        ticket = asyncio.get_running_loop().create_future()
+        ticket = self.loop.create_future()
         self.run(operation(ticket, *args, self.now(), **kwargs))
         return ticket
 
@@ -93,7 +96,7 @@ class GroupService:
         if plog.flusher.durable_now(rolled):
             self._finish(write, ErrorCode.NONE)  # the default policy: written is durable
             return
-        task = asyncio.get_running_loop().create_task(self._durable(plog, write, rolled))
+        task = self.loop.create_task(self._durable(plog, write, rolled))
         inflight = self._inflight.setdefault(write.partition, set())
         inflight.add(task)
         self._tasks.add(task)
@@ -140,7 +143,7 @@ class GroupService:
             self._timer.cancel()
         delay = max(due - self.now(), 0) / 1000
         self._timer_at = due
-        self._timer = asyncio.get_running_loop().call_later(delay, self._fire)
+        self._timer = self.loop.call_later(delay, self._fire)
 
     def _fire(self) -> None:
         self._timer = self._timer_at = None
