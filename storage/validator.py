@@ -39,6 +39,7 @@ from protocol.records import (
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     CorruptRecordError,
+    Record,
     batch_header,
     batch_payload,
     build_batch,
@@ -69,7 +70,7 @@ class AppendOrigin(enum.Enum):
 
 @dataclass(slots=True)
 class ValidatedAppend:
-    records: bytearray  # the bytes to write
+    records: bytearray | bytes  # the bytes to write
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -178,6 +179,46 @@ def validate_and_assign(buf: bytearray, *, tp: str, config: LogConfig, next_offs
             f"Message batch size is {len(out)} bytes in append to partition {tp}, which exceeds "
             f"the maximum configured segment size of {config.segment_bytes}.")
     return ValidatedAppend(out, first_offset, offset - 1, max_ts, offset_of_max, append_time)
+
+
+def own_batch(records, *, tp: str, config: LogConfig, next_offset: int, now: int,
+              leader_epoch: int | None) -> ValidatedAppend | None:
+    """``validate_and_assign(build_batch(...), origin=COORDINATOR)`` for the
+    ``(key, value)`` records the broker writes itself, all timestamped ``now``,
+    without decoding back the batch just built: the batch is built at its final
+    offset and leader epoch (neither is covered by the CRC), which is all the
+    validator would change.  Of its checks only the two sizes can fail such a
+    batch; the others hold by construction.
+
+    None where the log's config could make the validator change or refuse the
+    batch (LogAppendTime, a ``compression.type`` to convert to, negative
+    timestamp bounds, a record without key in a compacted log): the caller then
+    takes the general path.  A test checks both paths give the same bytes, the
+    same offsets and the same errors.
+    """
+    if not records or now < 0 or config.log_append_time \
+            or config.message_timestamp_before_max_ms < 0 \
+            or config.message_timestamp_after_max_ms < 0:
+        return None
+    if config.compression_type != "producer" and \
+            compression.BY_NAME.get(config.compression_type, compression.NONE) != compression.NONE:
+        return None
+    if config.compact and any(key is None for key, _value in records):
+        return None
+    batch = build_batch([Record(None, now, key, value) for key, value in records],
+                        base_offset=next_offset,
+                        partition_leader_epoch=-1 if leader_epoch is None else leader_epoch)
+    size = len(batch)
+    if size > config.max_message_bytes:
+        raise RecordTooLargeError(
+            f"The record batch size in the append to {tp} is {size} bytes which exceeds "
+            f"the maximum configured value of {config.max_message_bytes}.")
+    if size > config.segment_bytes:
+        raise RecordBatchTooLargeError(
+            f"Message batch size is {size} bytes in append to partition {tp}, which exceeds "
+            f"the maximum configured segment size of {config.segment_bytes}.")
+    last = next_offset + len(records) - 1
+    return ValidatedAppend(batch, next_offset, last, now, last, -1)
 
 
 def rebase(checked: ValidatedAppend, shift: int) -> ValidatedAppend:

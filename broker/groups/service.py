@@ -26,9 +26,8 @@ from broker.groups.timers import WallClock
 from broker.topics.data import LEADER_EPOCH
 from broker.topics.manager import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
-from protocol.records import Record, batch_header, batch_payload, build_batch, key_values
+from protocol.records import batch_header, batch_payload, key_values
 from storage.errors import StorageError
-from storage.validator import AppendOrigin
 
 log = structlog.get_logger("kcoord.groups")
 
@@ -72,16 +71,13 @@ class GroupService:
     def _append(self, write: Write) -> None:
         broker = self.broker
         now = self.now()
-        batch = build_batch([Record(offset=i, timestamp=now, key=k, value=v)
-                             for i, (k, v) in enumerate(write.records)])
         try:
             plog = broker.logs.get(OFFSETS_TOPIC, write.partition)
             if plog is None:  # a partition's folder appears on its first write
                 plog = broker.logs.get_or_create(OFFSETS_TOPIC, write.partition,
                                                  broker.log_config(OFFSETS_TOPIC))
             segments = len(plog.segments)
-            plog.append(batch, leader_epoch=LEADER_EPOCH, origin=AppendOrigin.COORDINATOR,
-                        now_ms=now)
+            plog.append_own(write.records, now_ms=now, leader_epoch=LEADER_EPOCH)
         except StorageError as exc:
             log.warning("groups.write_failed", partition=write.partition, error=exc.code.name,
                         reason=str(exc))
