@@ -148,29 +148,46 @@ class KafkaConnection(asyncio.Protocol):
     def data_received(self, data):
         self._last_active = time.monotonic()
         buf = self._buffer
-        buf += data
-        pos = 0
-        end = len(buf)
-        with memoryview(buf) as view:  # frames are copied out once, not sliced then copied
-            while end - pos >= 4:
-                (size,) = _SIZE.unpack_from(buf, pos)
-                if size < 0 or size > self.max_frame:
-                    self.broker.bad_input.warn("connection.frame_size_rejected", self.peer,
-                                               size=size, max=self.max_frame)
-                    view.release()
-                    self.close()
-                    return
-                if end - pos - 4 < size:
-                    break
-                self._queue.append(bytes(view[pos + 4:pos + 4 + size]))
-                pos += 4 + size
-        if pos:
-            del buf[:pos]
+        if buf:  # the start of a frame is waiting
+            buf += data
+            with memoryview(buf) as view:  # frames are copied out once, not sliced then copied
+                pos = self._split_frames(buf, view)
+            if pos < 0:
+                return
+            if pos:
+                del buf[:pos]
+        else:  # the usual case: the bytes received start with a frame
+            pos = self._split_frames(data, data)
+            if pos < 0:
+                return
+            if pos < len(data):
+                buf += memoryview(data)[pos:]
         if len(self._queue) > _MAX_QUEUED_FRAMES and not self._read_paused:
             self._read_paused = True
             self.transport.pause_reading()
         if not self._pass_scheduled:
             self._pump()
+
+    def _split_frames(self, data, view) -> int:
+        """Queue the whole frames at the start of ``data`` (sliced from ``view``);
+        the position after them, or -1 if a frame size closed the connection."""
+        queue = self._queue
+        pos = 0
+        end = len(data)
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(data, pos)
+            if size < 0 or size > self.max_frame:
+                self.broker.bad_input.warn("connection.frame_size_rejected", self.peer,
+                                           size=size, max=self.max_frame)
+                if view is not data:
+                    view.release()
+                self.close()
+                return -1
+            if end - pos - 4 < size:
+                break
+            queue.append(bytes(view[pos + 4:pos + 4 + size]))
+            pos += 4 + size
+        return pos
 
     def eof_received(self):
         # The client half-closed: answer what is queued, then close.
