@@ -216,6 +216,9 @@ class Codec:
         return stream.getvalue()
 
 
+_CACHED_VERSIONS = 1 << 10
+
+
 class Api:
     """One Kafka API (or a standalone message such as a header or a record value)."""
 
@@ -234,6 +237,9 @@ class Api:
         self.name = name
         self.valid = VersionRange(versions)
         self.flexible = VersionRange(flexible)
+        # Asked for every request and response: a set lookup, not a range test.
+        self._flexible_versions = frozenset(v for v in range(_CACHED_VERSIONS)
+                                            if v in self.flexible)
         self.request = request
         self.response = response
         # A hot API is served by the codec generated from this same table
@@ -251,6 +257,10 @@ class Api:
         return self.valid.high
 
     def is_flexible(self, version: int) -> bool:
+        if version in self._flexible_versions:
+            return True
+        if 0 <= version < _CACHED_VERSIONS:
+            return False
         return version in self.flexible
 
     def codec(self, version: int, direction: str) -> Codec:
