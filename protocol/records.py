@@ -705,19 +705,9 @@ def build_batch(
     payload = encode_records(records, base_offset, base_ts if records else 0)
     if compression_type != compression.NONE:
         payload = compression.compress(compression_type, payload, compression_level)
-    return assemble_batch(
-        payload,
-        base_offset=base_offset,
-        partition_leader_epoch=partition_leader_epoch,
-        attributes=attributes,
-        last_offset_delta=last_offset_delta,
-        base_timestamp=base_ts,
-        max_timestamp=max_timestamp,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-        records_count=len(records),
-    )
+    return _assemble(payload, base_offset, partition_leader_epoch, attributes, last_offset_delta,
+                     base_ts, max_timestamp, producer_id, producer_epoch, base_sequence,
+                     len(records))
 
 
 _HEADER_DEFAULTS = {name: default for name, _sub, default in BATCH_HEADER.fields}
@@ -736,14 +726,21 @@ def assemble_batch(payload: bytes, **header) -> bytes:
         raise wire.UnknownFieldError(
             f"unknown field(s) {sorted(header.keys() - _HEADER_DEFAULTS.keys())}")
     fields = _HEADER_DEFAULTS | header
-    covered = _HEADER_AFTER_CRC.pack(
-        fields["attributes"], fields["last_offset_delta"], fields["base_timestamp"],
-        fields["max_timestamp"], fields["producer_id"], fields["producer_epoch"],
-        fields["base_sequence"], fields["records_count"])
+    return _assemble(payload, fields["base_offset"], fields["partition_leader_epoch"],
+                     fields["attributes"], fields["last_offset_delta"], fields["base_timestamp"],
+                     fields["max_timestamp"], fields["producer_id"], fields["producer_epoch"],
+                     fields["base_sequence"], fields["records_count"])
+
+
+def _assemble(payload, base_offset, partition_leader_epoch, attributes, last_offset_delta,
+              base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
+              records_count) -> bytes:
+    covered = _HEADER_AFTER_CRC.pack(attributes, last_offset_delta, base_timestamp,
+                                     max_timestamp, producer_id, producer_epoch, base_sequence,
+                                     records_count)
     crc = _crc32c_extend(_crc32c_value(covered), bytes(payload))
-    start = _HEADER_TO_CRC.pack(fields["base_offset"],
-                                RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
-                                fields["partition_leader_epoch"], 2, crc)
+    start = _HEADER_TO_CRC.pack(base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
+                                partition_leader_epoch, 2, crc)
     return b"".join((start, covered, payload))
 
 
