@@ -26,7 +26,6 @@ import uuid as _uuid
 from construct import FormatField
 
 from protocol import types as T
-from protocol.values import message_class  # noqa: F401  (used by generated code)
 from protocol.wire import (
     MAX_STRING_BYTES,
     ZERO_UUID,

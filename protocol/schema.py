@@ -33,6 +33,7 @@ from typing import Any
 from construct import Float64b, Int8sb, Int16sb, Int16ub, Int32sb, Int32ub, Int64sb
 
 from protocol import types as T
+from protocol.generated import GeneratedCodec
 from protocol.wire import ZERO_UUID, DecodeError
 
 
@@ -272,7 +273,6 @@ class Api:
             if not self.generated:
                 codec = self.construct_codec(version, direction)
             else:
-                from protocol.generated import GeneratedCodec
                 codec = GeneratedCodec(self._struct(version, direction))
             self._codecs[key] = codec
         return codec
