@@ -138,7 +138,8 @@ def _read_uvarint(src: _Source, d: int, dst: str) -> None:
 def _read_slice(src: _Source, d: int, dst: str, n: str, expr: str) -> None:
     end = src.var("e")
     src.emit(d, f"{end} = pos + {n}")
-    src.emit(d, f"if {end} > nbuf: raise DecodeError('needed %d bytes, got %d' % ({n}, nbuf - pos))")
+    src.emit(d, f"if {end} > nbuf: "
+                f"raise DecodeError('needed %d bytes, got %d' % ({n}, nbuf - pos))")
     src.emit(d, f"{dst} = {expr.format(f'buf[pos:{end}]')}")
     src.emit(d, f"pos = {end}")
 
@@ -192,7 +193,8 @@ def _read_primitive(src: _Source, node, d: int, dst: str) -> None:
         src.emit(d + 1, f"raise DecodeError('null value in a non-nullable {what}')")
     src.emit(d, "else:")
     if compact and text:
-        src.emit(d + 1, f"if {n} > MAX_STRING: raise DecodeError('string had invalid length %d' % {n})")
+        src.emit(d + 1, f"if {n} > MAX_STRING: "
+                        f"raise DecodeError('string had invalid length %d' % {n})")
     _read_slice(src, d + 1, dst, n, "{}.decode('utf-8')" if text else "{}")
 
 
@@ -379,7 +381,8 @@ def _write_struct(src: _Source, node: T.KStruct, d: int, out: str, value: str) -
         d += 1
     known = src.const("K", node.known)
     src.emit(d, f"if not {value}.keys() <= {known}:")
-    src.emit(d + 1, f"raise UnknownFieldError('unknown field(s) %s' % sorted(set({value}) - {known}))")
+    src.emit(d + 1, f"raise UnknownFieldError("
+                    f"'unknown field(s) %s' % sorted(set({value}) - {known}))")
     for fixed, run in _fixed_runs(node.fields):
         if fixed:
             s = _run_struct(src, run)

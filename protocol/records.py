@@ -714,7 +714,8 @@ _HEADER_DEFAULTS = {name: default for name, _sub, default in BATCH_HEADER.fields
 # The header in two parts: up to the CRC, and what the CRC covers.
 _HEADER_TO_CRC = struct.Struct(">qiibI")
 _HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")
-assert _HEADER_TO_CRC.size == _ATTRIBUTES_AT and _HEADER.size == _ATTRIBUTES_AT + _HEADER_AFTER_CRC.size
+assert _HEADER_TO_CRC.size == _ATTRIBUTES_AT
+assert _HEADER.size == _ATTRIBUTES_AT + _HEADER_AFTER_CRC.size
 
 
 def assemble_batch(payload: bytes, **header) -> bytes:
