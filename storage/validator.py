@@ -39,10 +39,10 @@ from protocol.records import (
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     CorruptRecordError,
-    Record,
     batch_header,
     batch_payload,
     build_batch,
+    build_keyed_batch,
     crc_valid,
     decode_batch,
     iter_entries,
@@ -205,9 +205,8 @@ def own_batch(records, *, tp: str, config: LogConfig, next_offset: int, now: int
         return None
     if config.compact and any(key is None for key, _value in records):
         return None
-    batch = build_batch([Record(None, now, key, value) for key, value in records],
-                        base_offset=next_offset,
-                        partition_leader_epoch=-1 if leader_epoch is None else leader_epoch)
+    batch = build_keyed_batch(records, base_offset=next_offset, timestamp=now,
+                              partition_leader_epoch=-1 if leader_epoch is None else leader_epoch)
     size = len(batch)
     if size > config.max_message_bytes:
         raise RecordTooLargeError(

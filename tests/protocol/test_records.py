@@ -511,3 +511,14 @@ def test_record_encoder_at_varint_edges():
             R.encode_records([Record(bad, 0, None, None, [])], 0, 0)
     with pytest.raises(ValueError):
         R.encode_records([Record(0, 1 << 63, None, None, [])], 0, 0)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pairs=st.lists(st.tuples(keys, st.one_of(st.none(), st.binary(max_size=200))), max_size=70),
+       base_offset=st.integers(0, 1 << 50), timestamp=st.integers(-1, 1 << 50),
+       epoch=st.integers(-1, (1 << 31) - 1))
+def test_keyed_batch_is_the_general_batch(pairs, base_offset, timestamp, epoch):
+    expected = R.build_batch([Record(None, timestamp, k, v) for k, v in pairs],
+                             base_offset=base_offset, partition_leader_epoch=epoch)
+    assert R.build_keyed_batch(pairs, base_offset=base_offset, timestamp=timestamp,
+                               partition_leader_epoch=epoch) == expected
