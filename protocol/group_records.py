@@ -101,7 +101,7 @@ def _encode(api: Api, version: int, fields: dict) -> bytes:
 
 
 _KEY_CACHE: dict[tuple[str, str, int], bytes] = {}
-_KEY_CACHE_SIZE = 100_000
+_KEY_CACHE_SIZE = 10_000
 
 
 def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
