@@ -148,29 +148,46 @@ class KafkaConnection(asyncio.Protocol):
     def data_received(self, data):
         self._last_active = time.monotonic()
         buf = self._buffer
-        buf += data
-        pos = 0
-        end = len(buf)
-        with memoryview(buf) as view:  # frames are copied out once, not sliced then copied
-            while end - pos >= 4:
-                (size,) = _SIZE.unpack_from(buf, pos)
-                if size < 0 or size > self.max_frame:
-                    self.broker.bad_input.warn("connection.frame_size_rejected", self.peer,
-                                               size=size, max=self.max_frame)
-                    view.release()
-                    self.close()
-                    return
-                if end - pos - 4 < size:
-                    break
-                self._queue.append(bytes(view[pos + 4:pos + 4 + size]))
-                pos += 4 + size
-        if pos:
-            del buf[:pos]
+        if buf:  # the start of a frame is waiting
+            buf += data
+            with memoryview(buf) as view:  # frames are copied out once, not sliced then copied
+                pos = self._split_frames(buf, view)
+            if pos < 0:
+                return
+            if pos:
+                del buf[:pos]
+        else:  # the usual case: the bytes received start with a frame
+            pos = self._split_frames(data, data)
+            if pos < 0:
+                return
+            if pos < len(data):
+                buf += memoryview(data)[pos:]
         if len(self._queue) > _MAX_QUEUED_FRAMES and not self._read_paused:
             self._read_paused = True
             self.transport.pause_reading()
         if not self._pass_scheduled:
             self._pump()
+
+    def _split_frames(self, data, view) -> int:
+        """Queue the whole frames at the start of ``data`` (sliced from ``view``);
+        the position after them, or -1 if a frame size closed the connection."""
+        queue = self._queue
+        pos = 0
+        end = len(data)
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(data, pos)
+            if size < 0 or size > self.max_frame:
+                self.broker.bad_input.warn("connection.frame_size_rejected", self.peer,
+                                           size=size, max=self.max_frame)
+                if view is not data:
+                    view.release()
+                self.close()
+                return -1
+            if end - pos - 4 < size:
+                break
+            queue.append(bytes(view[pos + 4:pos + 4 + size]))
+            pos += 4 + size
+        return pos
 
     def eof_received(self):
         # The client half-closed: answer what is queued, then close.
@@ -306,10 +323,15 @@ class KafkaConnection(asyncio.Protocol):
         flexible = schema.is_flexible(api_version)
         ctx = RequestContext(self.broker, reg.key, api_version, correlation_id,
                              header.client_id or "", self.peer, self)
-        with self._handler_errors(schema, api_version):
+        # What _handler_errors does, written out: this runs for every request.
+        try:
             result = reg.handler(ctx, request)
-            if not inspect.isawaitable(result):
+            if type(result) is dict or not inspect.isawaitable(result):
                 return self._encode(schema, api_version, correlation_id, flexible, result)
+        except CloseConnection:
+            raise
+        except Exception:
+            self._handler_failed(schema, api_version)
         return self._encode_later(result, schema, api_version, correlation_id, flexible)
 
     async def _encode_later(self, pending, schema, api_version, correlation_id, flexible):
@@ -341,9 +363,13 @@ class KafkaConnection(asyncio.Protocol):
         except CloseConnection:
             raise
         except Exception:
-            log.exception("request.handler_failed", peer=self.peer, api=schema.name,
-                          api_version=api_version)
-            raise CloseConnection from None
+            self._handler_failed(schema, api_version)
+
+    def _handler_failed(self, schema, api_version):
+        """Called while handling the exception: log it, close this connection only."""
+        log.exception("request.handler_failed", peer=self.peer, api=schema.name,
+                      api_version=api_version)
+        raise CloseConnection from None
 
     def _api_versions_fallback(self, correlation_id: int) -> bytes:
         # Kafka answers an ApiVersions version it does not know without parsing the
@@ -405,9 +431,14 @@ class KafkaConnection(asyncio.Protocol):
 
 def _decode(schema, api_version: int, frame: bytes):
     """(header, body) of a request frame (without its size prefix)."""
+    header, pos = request_header_codec(2 if schema.is_flexible(api_version) else 1).decode_at(
+        frame, 0)
+    codec = schema.codec(api_version, "request")
+    if codec.generated:
+        return header, codec.decode_at(frame, pos)[0]
     stream = io.BytesIO(frame)
-    header = request_header_codec(2 if schema.is_flexible(api_version) else 1).read(stream)
-    return header, schema.codec(api_version, "request").read(stream)
+    stream.seek(pos)
+    return header, codec.read(stream)
 
 
 def _decode_large(reg, api_version: int, frame: bytes):

@@ -36,6 +36,7 @@ OFFSET_COMMIT_KEY = Api(
         F("partition", "int32"),
     ),
     response=S(),
+    generated=True,  # written on every commit
 )
 
 OFFSET_COMMIT_VALUE = Api(
@@ -48,6 +49,7 @@ OFFSET_COMMIT_VALUE = Api(
         F("expire_timestamp", "int64", v="1", default=-1),
     ),
     response=S(),
+    generated=True,  # written on every commit
 )
 
 GROUP_METADATA_KEY = Api(
@@ -98,9 +100,22 @@ def _encode(api: Api, version: int, fields: dict) -> bytes:
     return _VERSION.pack(version) + api.codec(version, "request").encode(fields)
 
 
+_KEY_CACHE: dict[tuple[str, str, int], bytes] = {}
+_KEY_CACHE_SIZE = 10_000
+
+
 def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
-    return _encode(OFFSET_COMMIT_KEY, OFFSET_COMMIT_KEY_VERSION,
-                   {"group": group, "topic": topic, "partition": partition})
+    # A group commits the same partitions again and again: their keys are
+    # kept (a bounded cache, emptied when full).
+    cache_key = (group, topic, partition)
+    key = _KEY_CACHE.get(cache_key)
+    if key is None:
+        key = _encode(OFFSET_COMMIT_KEY, OFFSET_COMMIT_KEY_VERSION,
+                      {"group": group, "topic": topic, "partition": partition})
+        if len(_KEY_CACHE) >= _KEY_CACHE_SIZE:
+            _KEY_CACHE.clear()
+        _KEY_CACHE[cache_key] = key
+    return key
 
 
 def offset_commit_value(offset: int, metadata: str, commit_timestamp: int, *,

@@ -12,6 +12,8 @@ import struct
 from protocol.schema import F, S, Api
 
 _SIZE = struct.Struct(">i")
+_SIZE_HEADER_V0 = struct.Struct(">ii")  # size, correlation id
+_SIZE_HEADER_V1 = struct.Struct(">iib")  # size, correlation id, no tagged fields
 
 REQUEST_HEADER = Api(
     key=-1,
@@ -25,6 +27,7 @@ REQUEST_HEADER = Api(
         F("client_id", "string", v="1+", nullable="1+", classic=True, default=None),
     ),
     response=S(),
+    generated=True,  # read from every request
 )
 
 RESPONSE_HEADER = Api(
@@ -73,7 +76,5 @@ def frame_response(api: Api, version: int, correlation_id: int, body) -> bytes:
     """A whole response frame: size, header (v0 or v1, v0 always for ApiVersions) and body."""
     payload = api.codec(version, "response").encode(body)
     if response_header_version(api.key, api.is_flexible(version)) == 1:
-        header = struct.pack(">ib", correlation_id, 0)
-    else:
-        header = struct.pack(">i", correlation_id)
-    return _SIZE.pack(len(header) + len(payload)) + header + payload
+        return _SIZE_HEADER_V1.pack(5 + len(payload), correlation_id, 0) + payload
+    return _SIZE_HEADER_V0.pack(4 + len(payload), correlation_id) + payload

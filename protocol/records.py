@@ -35,6 +35,7 @@ if google_crc32c.implementation != "c":  # pragma: no cover - depends on the whe
     raise ImportError("google-crc32c is running its pure-Python fallback; install the C build")
 
 _crc32c_value = google_crc32c.value
+_crc32c_extend = google_crc32c.extend
 
 
 def crc32c(data) -> int:
@@ -607,30 +608,52 @@ def decode_batch(buf, pos: int = 0, *, verify: bool = True, fast: bool = True) -
     )
 
 
+def _put_zigzag(out: bytearray, value: int, bits: int) -> None:
+    """``write_varint`` (``bits`` 32) or ``write_varlong`` (64) into a bytearray."""
+    if 0 <= value < 64:
+        out.append(value << 1)  # the common case: one byte
+        return
+    if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
+        raise ValueError(f"{'varint' if bits == 32 else 'varlong'} out of range: {value}")
+    value = ((value << 1) ^ (value >> (bits - 1))) & ((1 << bits) - 1)
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _put_zigzag_bytes(out: bytearray, value) -> None:
+    """``write_varint_bytes``: zig-zag length (-1 for null), then the bytes."""
+    if value is None:
+        out.append(1)  # zig-zag -1
+    else:
+        _put_zigzag(out, len(value), 32)
+        out += value
+
+
 def encode_records(records: Sequence[Record], base_offset: int, base_timestamp: int) -> bytes:
-    """The uncompressed record section of a batch."""
-    out = _io.BytesIO()
-    body = _io.BytesIO()
+    """The uncompressed record section of a batch: each record in the layout of
+    ``RECORD`` after its zig-zag length.  Written directly into one buffer (a
+    test checks it gives the bytes of the construct declaration)."""
+    out = bytearray()
+    body = bytearray()
+    put = _put_zigzag
+    put_bytes = _put_zigzag_bytes
     for i, r in enumerate(records):
-        delta = i if r.offset is None else r.offset - base_offset
-        body.seek(0)
-        body.truncate()
-        _build_record(
-            {
-                "attributes": 0,
-                "timestamp_delta": r.timestamp - base_timestamp,
-                "offset_delta": delta,
-                "key": r.key,
-                "value": r.value,
-                "headers": [{"key": k, "value": v} for k, v in r.headers],
-            },
-            body,
-            None,
-        )
-        raw = body.getvalue()
-        wire.write_varint(out, len(raw))
-        out.write(raw)
-    return out.getvalue()
+        body.clear()
+        body.append(0)  # attributes
+        put(body, r.timestamp - base_timestamp, 64)
+        put(body, i if r.offset is None else r.offset - base_offset, 32)
+        put_bytes(body, r.key)
+        put_bytes(body, r.value)
+        headers = r.headers
+        put(body, len(headers), 32)
+        for key, value in headers:
+            put_bytes(body, key.encode("utf-8"))
+            put_bytes(body, value)
+        put(out, len(body), 32)
+        out += body
+    return bytes(out)
 
 
 def build_batch(
@@ -682,33 +705,71 @@ def build_batch(
     payload = encode_records(records, base_offset, base_ts if records else 0)
     if compression_type != compression.NONE:
         payload = compression.compress(compression_type, payload, compression_level)
-    return assemble_batch(
-        payload,
-        base_offset=base_offset,
-        partition_leader_epoch=partition_leader_epoch,
-        attributes=attributes,
-        last_offset_delta=last_offset_delta,
-        base_timestamp=base_ts,
-        max_timestamp=max_timestamp,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-        records_count=len(records),
-    )
+    return _assemble(payload, base_offset, partition_leader_epoch, attributes, last_offset_delta,
+                     base_ts, max_timestamp, producer_id, producer_epoch, base_sequence,
+                     len(records))
+
+
+def build_keyed_batch(records: Sequence[tuple[bytes | None, bytes | None]], *, base_offset: int,
+                      timestamp: int, partition_leader_epoch: int = -1) -> bytes:
+    """``build_batch([Record(None, timestamp, key, value) ...], base_offset=...,
+    partition_leader_epoch=...)`` for ``(key, value)`` records without headers,
+    all at one timestamp (what the group coordinator writes), without a Record
+    per record; a test checks both give the same bytes."""
+    if not records:
+        return build_batch([], base_offset=base_offset,
+                           partition_leader_epoch=partition_leader_epoch)
+    out = bytearray()
+    body = bytearray()
+    put = _put_zigzag
+    put_bytes = _put_zigzag_bytes
+    for i, (key, value) in enumerate(records):
+        body.clear()
+        body += b"\x00\x00"  # attributes, timestamp delta 0
+        put(body, i, 32)
+        put_bytes(body, key)
+        put_bytes(body, value)
+        body.append(0)  # no headers
+        put(out, len(body), 32)
+        out += body
+    count = len(records)
+    return _assemble(bytes(out), base_offset, partition_leader_epoch, 0, count - 1, timestamp,
+                     timestamp, NO_PRODUCER_ID, -1, -1, count)
+
+
+_HEADER_DEFAULTS = {name: default for name, _sub, default in BATCH_HEADER.fields}
+# The header in two parts: up to the CRC, and what the CRC covers.
+_HEADER_TO_CRC = struct.Struct(">qiibI")
+_HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")
+assert _HEADER_TO_CRC.size == _ATTRIBUTES_AT
+assert _HEADER.size == _ATTRIBUTES_AT + _HEADER_AFTER_CRC.size
 
 
 def assemble_batch(payload: bytes, **header) -> bytes:
-    """A batch from an already encoded (and compressed) record section."""
-    buf = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
-    fields = {name: default for name, _sub, default in BATCH_HEADER.fields}
-    fields.update(header)
-    fields["magic"] = 2
-    fields["batch_length"] = len(buf) - LOG_OVERHEAD
-    fields["crc"] = 0
-    buf[:RECORD_BATCH_OVERHEAD] = _batch_header_codec.build(fields)
-    buf[RECORD_BATCH_OVERHEAD:] = payload
-    _rewrite_crc(buf, 0, len(buf))
-    return bytes(buf)
+    """A batch from an already encoded (and compressed) record section.
+
+    ``header`` names fields of ``BATCH_HEADER`` (the others take its
+    defaults); magic, length and CRC are always computed."""
+    if not header.keys() <= _HEADER_DEFAULTS.keys():
+        raise wire.UnknownFieldError(
+            f"unknown field(s) {sorted(header.keys() - _HEADER_DEFAULTS.keys())}")
+    fields = _HEADER_DEFAULTS | header
+    return _assemble(payload, fields["base_offset"], fields["partition_leader_epoch"],
+                     fields["attributes"], fields["last_offset_delta"], fields["base_timestamp"],
+                     fields["max_timestamp"], fields["producer_id"], fields["producer_epoch"],
+                     fields["base_sequence"], fields["records_count"])
+
+
+def _assemble(payload, base_offset, partition_leader_epoch, attributes, last_offset_delta,
+              base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
+              records_count) -> bytes:
+    covered = _HEADER_AFTER_CRC.pack(attributes, last_offset_delta, base_timestamp,
+                                     max_timestamp, producer_id, producer_epoch, base_sequence,
+                                     records_count)
+    crc = _crc32c_extend(_crc32c_value(covered), bytes(payload))
+    start = _HEADER_TO_CRC.pack(base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
+                                partition_leader_epoch, 2, crc)
+    return b"".join((start, covered, payload))
 
 
 def empty_batch(

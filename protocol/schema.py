@@ -33,6 +33,7 @@ from typing import Any
 from construct import Float64b, Int8sb, Int16sb, Int16ub, Int32sb, Int32ub, Int64sb
 
 from protocol import types as T
+from protocol.generated import GeneratedCodec
 from protocol.wire import ZERO_UUID, DecodeError
 
 
@@ -175,6 +176,8 @@ class Codec:
 
     __slots__ = ("struct", "compiled", "_parse", "_build")
 
+    generated = False
+
     def __init__(self, struct: T.KStruct):
         self.struct = struct
         self.compiled = struct.compile()
@@ -189,6 +192,13 @@ class Codec:
             # construct's compiled fixed-size ints unpack whatever was read:
             # a short read surfaces as struct.error.
             raise DecodeError(f"truncated message: {exc}") from None
+
+    def decode_at(self, data, pos: int):
+        """Decode one message starting at ``pos`` of ``data``: (value, end position)."""
+        stream = _io.BytesIO(data)
+        stream.seek(pos)
+        value = self.read(stream)
+        return value, stream.tell()
 
     def decode(self, data: bytes):
         """Decode a whole buffer; trailing bytes are an error."""
@@ -207,6 +217,9 @@ class Codec:
         return stream.getvalue()
 
 
+_CACHED_VERSIONS = 1 << 10
+
+
 class Api:
     """One Kafka API (or a standalone message such as a header or a record value)."""
 
@@ -219,14 +232,22 @@ class Api:
         flexible: str | None,
         request: S,
         response: S,
+        generated: bool = False,
     ):
         self.key = key
         self.name = name
         self.valid = VersionRange(versions)
         self.flexible = VersionRange(flexible)
+        # Asked for every request and response: a set lookup, not a range test.
+        self._flexible_versions = frozenset(v for v in range(_CACHED_VERSIONS)
+                                            if v in self.flexible)
         self.request = request
         self.response = response
+        # A hot API is served by the codec generated from this same table
+        # (``protocol.generated``), byte-identical to construct's and faster.
+        self.generated = generated
         self._codecs: dict[tuple[int, str], Codec] = {}
+        self._construct_codecs: dict[tuple[int, str], Codec] = {}
 
     @property
     def min_version(self) -> int:
@@ -237,19 +258,39 @@ class Api:
         return self.valid.high
 
     def is_flexible(self, version: int) -> bool:
+        if version in self._flexible_versions:
+            return True
+        if 0 <= version < _CACHED_VERSIONS:
+            return False
         return version in self.flexible
 
     def codec(self, version: int, direction: str) -> Codec:
-        """The compiled codec for ``direction`` ("request" or "response")."""
+        """The codec for ``direction`` ("request" or "response"): the generated one
+        for an API declared ``generated``, else the compiled construct codec."""
         key = (version, direction)
         codec = self._codecs.get(key)
         if codec is None:
-            if version not in self.valid:
-                raise ValueError(f"{self.name} has no version {version}")
-            struct = self.request if direction == "request" else self.response
-            codec = Codec(struct_for_version(struct, version, self.is_flexible(version)))
+            if not self.generated:
+                codec = self.construct_codec(version, direction)
+            else:
+                codec = GeneratedCodec(self._struct(version, direction))
             self._codecs[key] = codec
         return codec
+
+    def construct_codec(self, version: int, direction: str) -> Codec:
+        """The compiled construct codec, whatever ``generated`` says."""
+        key = (version, direction)
+        codec = self._construct_codecs.get(key)
+        if codec is None:
+            codec = Codec(self._struct(version, direction))
+            self._construct_codecs[key] = codec
+        return codec
+
+    def _struct(self, version: int, direction: str) -> T.KStruct:
+        if version not in self.valid:
+            raise ValueError(f"{self.name} has no version {version}")
+        struct = self.request if direction == "request" else self.response
+        return struct_for_version(struct, version, self.is_flexible(version))
 
     def __repr__(self) -> str:
         return f"Api({self.name}, key={self.key}, {self.valid.low}-{self.valid.high})"

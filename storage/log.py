@@ -34,7 +34,7 @@ from typing import Callable, Iterator
 
 import structlog
 
-from protocol.records import RECORD_BATCH_OVERHEAD, batch_header, iter_entries
+from protocol.records import RECORD_BATCH_OVERHEAD, Record, batch_header, build_batch, iter_entries
 from storage.config import LogConfig
 from storage.errors import KafkaStorageError, LogClosedError, OffsetOutOfRangeError
 from storage.files import fsync_dir
@@ -43,7 +43,13 @@ from storage.loader import load_segments
 from storage.producer_state import ProducerState
 from storage.retention import deletable_count
 from storage.segment import INT32_MAX, LogSegment, segment_name
-from storage.validator import AppendOrigin, ValidatedAppend, rebase, validate_and_assign
+from storage.validator import (
+    AppendOrigin,
+    ValidatedAppend,
+    own_batch,
+    rebase,
+    validate_and_assign,
+)
 
 log = structlog.get_logger("kcoord.storage")
 # ``append_async`` validates appends at least this large in a worker thread: a
@@ -91,6 +97,7 @@ class PartitionLog:
         on_io_error: Callable[["PartitionLog", OSError], None] | None = None,
     ):
         self.directory = directory
+        self._name: str | None = None  # the folder's name, ``name``
         self.config = config or LogConfig()
         self.clock = clock
         self.on_io_error = on_io_error
@@ -117,7 +124,10 @@ class PartitionLog:
 
     @property
     def name(self) -> str:
-        return os.path.basename(os.path.normpath(self.directory))
+        name = self._name
+        if name is None:
+            name = self._name = os.path.basename(os.path.normpath(self.directory))
+        return name
 
     # --- opening and recovery -----------------------------------------------------
 
@@ -262,26 +272,51 @@ class PartitionLog:
                         log_start_offset=self.log_start_offset, size=0, duplicate=True)
                 if origin is AppendOrigin.CLIENT:
                     self.producers.check(header, checked.first_offset, self.name)
-            try:
-                segment = self._maybe_roll(len(data), checked.max_timestamp, checked.first_offset,
-                                           checked.last_offset, now)
-                segment.append(data, checked.last_offset, checked.max_timestamp,
-                               checked.offset_of_max_timestamp)
-            except OSError as exc:
-                raise self.io_failed(exc, "append") from exc
-            self.flusher.written(segment, checked.last_offset - checked.first_offset + 1)
-            if header.producer_id >= 0 or origin is AppendOrigin.REPLICATION:
-                for pos, _size, _magic in iter_entries(data):
-                    self.producers.replay(batch_header(data, pos))
-            return AppendInfo(
-                first_offset=checked.first_offset,
-                last_offset=checked.last_offset,
-                max_timestamp=checked.max_timestamp,
-                offset_of_max_timestamp=checked.offset_of_max_timestamp,
-                log_append_time=checked.log_append_time,
-                log_start_offset=self.log_start_offset,
-                size=len(data),
-            )
+            return self._write(checked, now, header.producer_id >= 0
+                               or origin is AppendOrigin.REPLICATION)
+
+    def append_own(self, records: list[tuple[bytes | None, bytes | None]], *, now_ms: int,
+                   leader_epoch: int | None = None) -> AppendInfo:
+        """Append ``(key, value)`` records that the broker writes itself (the group
+        coordinator's), as one batch timestamped ``now_ms``: exactly what
+        ``append(build_batch(records), origin=COORDINATOR)`` does, built at the
+        log end offset instead of validated after the fact (``own_batch``)."""
+        with self._lock:
+            self._check_open()
+            checked = own_batch(records, tp=self.name, config=self.config,
+                                next_offset=self.log_end_offset, now=now_ms,
+                                leader_epoch=leader_epoch)
+            if checked is None:
+                batch = build_batch([Record(i, now_ms, key, value)
+                                     for i, (key, value) in enumerate(records)])
+                return self.append(batch, now_ms=now_ms, leader_epoch=leader_epoch,
+                                   origin=AppendOrigin.COORDINATOR)
+            return self._write(checked, now_ms, False)
+
+    def _write(self, checked: ValidatedAppend, now: int, producer_batches: bool) -> AppendInfo:
+        """Write validated batches (under the lock); ``producer_batches``: replay
+        their headers into the producer state."""
+        data = checked.records
+        try:
+            segment = self._maybe_roll(len(data), checked.max_timestamp, checked.first_offset,
+                                       checked.last_offset, now)
+            segment.append(data, checked.last_offset, checked.max_timestamp,
+                           checked.offset_of_max_timestamp)
+        except OSError as exc:
+            raise self.io_failed(exc, "append") from exc
+        self.flusher.written(segment, checked.last_offset - checked.first_offset + 1)
+        if producer_batches:
+            for pos, _size, _magic in iter_entries(data):
+                self.producers.replay(batch_header(data, pos))
+        return AppendInfo(
+            first_offset=checked.first_offset,
+            last_offset=checked.last_offset,
+            max_timestamp=checked.max_timestamp,
+            offset_of_max_timestamp=checked.offset_of_max_timestamp,
+            log_append_time=checked.log_append_time,
+            log_start_offset=self.log_start_offset,
+            size=len(data),
+        )
 
     def _maybe_roll(self, size: int, max_ts: int, first: int, last: int, now: int) -> LogSegment:
         """Roll before an append (UnifiedLog.maybeRoll / LogSegment.shouldRoll)."""

@@ -42,6 +42,7 @@ from protocol.records import (
     batch_header,
     batch_payload,
     build_batch,
+    build_keyed_batch,
     crc_valid,
     decode_batch,
     iter_entries,
@@ -69,7 +70,7 @@ class AppendOrigin(enum.Enum):
 
 @dataclass(slots=True)
 class ValidatedAppend:
-    records: bytearray  # the bytes to write
+    records: bytearray | bytes  # the bytes to write
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -92,11 +93,13 @@ def validate_and_assign(buf: bytearray, *, tp: str, config: LogConfig, next_offs
     if not entries:
         raise InvalidRecordError("Record batch has no batches at all")
     client = origin is AppendOrigin.CLIENT
+    headers = []
     for pos, size, magic in entries:
         if magic != 2:
             raise InvalidRecordError(
                 f"magic {magic} in topic partition {tp}: legacy message sets are up-converted first")
         header = batch_header(buf, pos)
+        headers.append(header)
         if client and header.base_offset != 0:
             raise InvalidRecordError(
                 f"The baseOffset of the record batch in the append to {tp} should be 0, "
@@ -120,8 +123,7 @@ def validate_and_assign(buf: bytearray, *, tp: str, config: LogConfig, next_offs
     append_time = now if config.log_append_time else -1
     target = None if config.compression_type == "producer" else \
         compression.BY_NAME.get(config.compression_type, compression.NONE)
-    for pos, size, _magic in entries:
-        header = batch_header(buf, pos)
+    for (pos, size, _magic), header in zip(entries, headers):
         count = header.records_count
         if client:
             _check_client_batch(header, tp)
@@ -135,10 +137,10 @@ def validate_and_assign(buf: bytearray, *, tp: str, config: LogConfig, next_offs
         except (CorruptRecordError, ValueError, OSError, compression.UnsupportedCodecError) as exc:
             raise InvalidRecordError(f"{exc} in topic partition {tp}") from exc
         _check_records(header, walked, config, now, tp, offset)
-        in_order = all(w[0] == i for i, w in enumerate(walked))
         rebuild = (target is not None and header.compression != target
                    and not (header.is_control and header.compression == compression.NONE)) \
-            or (header.compression != compression.NONE and not in_order and count > 0)
+            or (header.compression != compression.NONE and count > 0
+                and not all(w[0] == i for i, w in enumerate(walked)))
         last_delta = count - 1 if client else header.last_offset_delta
         if rebuild:
             batch = _rebuild(buf, pos, offset, header, target, config, append_time, leader_epoch)
@@ -177,6 +179,45 @@ def validate_and_assign(buf: bytearray, *, tp: str, config: LogConfig, next_offs
             f"Message batch size is {len(out)} bytes in append to partition {tp}, which exceeds "
             f"the maximum configured segment size of {config.segment_bytes}.")
     return ValidatedAppend(out, first_offset, offset - 1, max_ts, offset_of_max, append_time)
+
+
+def own_batch(records, *, tp: str, config: LogConfig, next_offset: int, now: int,
+              leader_epoch: int | None) -> ValidatedAppend | None:
+    """``validate_and_assign(build_batch(...), origin=COORDINATOR)`` for the
+    ``(key, value)`` records the broker writes itself, all timestamped ``now``,
+    without decoding back the batch just built: the batch is built at its final
+    offset and leader epoch (neither is covered by the CRC), which is all the
+    validator would change.  Of its checks only the two sizes can fail such a
+    batch; the others hold by construction.
+
+    None where the log's config could make the validator change or refuse the
+    batch (LogAppendTime, a ``compression.type`` to convert to, negative
+    timestamp bounds, a record without key in a compacted log): the caller then
+    takes the general path.  A test checks both paths give the same bytes, the
+    same offsets and the same errors.
+    """
+    if not records or now < 0 or config.log_append_time \
+            or config.message_timestamp_before_max_ms < 0 \
+            or config.message_timestamp_after_max_ms < 0:
+        return None
+    if config.compression_type != "producer" and \
+            compression.BY_NAME.get(config.compression_type, compression.NONE) != compression.NONE:
+        return None
+    if config.compact and any(key is None for key, _value in records):
+        return None
+    batch = build_keyed_batch(records, base_offset=next_offset, timestamp=now,
+                              partition_leader_epoch=-1 if leader_epoch is None else leader_epoch)
+    size = len(batch)
+    if size > config.max_message_bytes:
+        raise RecordTooLargeError(
+            f"The record batch size in the append to {tp} is {size} bytes which exceeds "
+            f"the maximum configured value of {config.max_message_bytes}.")
+    if size > config.segment_bytes:
+        raise RecordBatchTooLargeError(
+            f"Message batch size is {size} bytes in append to partition {tp}, which exceeds "
+            f"the maximum configured segment size of {config.segment_bytes}.")
+    last = next_offset + len(records) - 1
+    return ValidatedAppend(batch, next_offset, last, now, last, -1)
 
 
 def rebase(checked: ValidatedAppend, shift: int) -> ValidatedAppend:
@@ -247,10 +288,6 @@ def _check_records(header, walked, config: LogConfig, now: int, tp: str, base: i
     errors: list[tuple[int, str]] = []
     timestamps = False
     create_time = not config.log_append_time
-    # Java long arithmetic: with the default bound (Long.MAX_VALUE) Kafka's
-    # message shows the wrapped value, and so does this one.
-    low = _java_long(now - config.message_timestamp_before_max_ms)
-    high = _java_long(now + config.message_timestamp_after_max_ms)
     lat_batch = header.timestamp_type == LOG_APPEND_TIME
     check_ts = create_time or lat_batch
     if not (config.compact or check_ts) or header.is_control:
@@ -265,6 +302,10 @@ def _check_records(header, walked, config: LogConfig, now: int, tp: str, base: i
             if now - timestamp > config.message_timestamp_before_max_ms or \
                     timestamp - now > config.message_timestamp_after_max_ms:
                 timestamps = True
+                # Java long arithmetic: with the default bound (Long.MAX_VALUE)
+                # Kafka's message shows the wrapped value, and so does this one.
+                low = _java_long(now - config.message_timestamp_before_max_ms)
+                high = _java_long(now + config.message_timestamp_after_max_ms)
                 errors.append((index, f"Timestamp {timestamp} of message with offset "
                                       f"{base + offset_delta} is out of range. The timestamp "
                                       f"should be within [{low}, {high}]"))

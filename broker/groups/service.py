@@ -26,9 +26,8 @@ from broker.groups.timers import WallClock
 from broker.topics.data import LEADER_EPOCH
 from broker.topics.manager import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
-from protocol.records import Record, batch_header, batch_payload, build_batch, key_values
+from protocol.records import batch_header, batch_payload, key_values
 from storage.errors import StorageError
-from storage.validator import AppendOrigin
 
 log = structlog.get_logger("kcoord.groups")
 
@@ -38,6 +37,9 @@ class GroupService:
         self.broker = broker
         self.core = core
         self.clock = clock or WallClock()
+        # Made on the broker's loop; kept because asyncio.get_running_loop()
+        # costs a getpid() system call on every request.
+        self.loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._inflight: dict[int, set[asyncio.Future]] = {}  # partition -> unfinished writes
@@ -60,7 +62,7 @@ class GroupService:
     def ask(self, operation, *args, **kwargs) -> asyncio.Future:
         """Run ``operation(ticket, *args, now, **kwargs)``; the ticket (a future) holds
         its answer, often at once (nothing parked, no fsync to wait for)."""
-        ticket = asyncio.get_running_loop().create_future()
+        ticket = self.loop.create_future()
         self.run(operation(ticket, *args, self.now(), **kwargs))
         return ticket
 
@@ -69,16 +71,13 @@ class GroupService:
     def _append(self, write: Write) -> None:
         broker = self.broker
         now = self.now()
-        batch = build_batch([Record(offset=i, timestamp=now, key=k, value=v)
-                             for i, (k, v) in enumerate(write.records)])
         try:
             plog = broker.logs.get(OFFSETS_TOPIC, write.partition)
             if plog is None:  # a partition's folder appears on its first write
                 plog = broker.logs.get_or_create(OFFSETS_TOPIC, write.partition,
                                                  broker.log_config(OFFSETS_TOPIC))
             segments = len(plog.segments)
-            plog.append(batch, leader_epoch=LEADER_EPOCH, origin=AppendOrigin.COORDINATOR,
-                        now_ms=now)
+            plog.append_own(write.records, now_ms=now, leader_epoch=LEADER_EPOCH)
         except StorageError as exc:
             log.warning("groups.write_failed", partition=write.partition, error=exc.code.name,
                         reason=str(exc))
@@ -93,7 +92,7 @@ class GroupService:
         if plog.flusher.durable_now(rolled):
             self._finish(write, ErrorCode.NONE)  # the default policy: written is durable
             return
-        task = asyncio.get_running_loop().create_task(self._durable(plog, write, rolled))
+        task = self.loop.create_task(self._durable(plog, write, rolled))
         inflight = self._inflight.setdefault(write.partition, set())
         inflight.add(task)
         self._tasks.add(task)
@@ -140,7 +139,7 @@ class GroupService:
             self._timer.cancel()
         delay = max(due - self.now(), 0) / 1000
         self._timer_at = due
-        self._timer = asyncio.get_running_loop().call_later(delay, self._fire)
+        self._timer = self.loop.call_later(delay, self._fire)
 
     def _fire(self) -> None:
         self._timer = self._timer_at = None

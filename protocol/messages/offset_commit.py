@@ -44,4 +44,7 @@ OFFSET_COMMIT = Api(
             )]),
         )]),
     ),
+    # Synchronous commits are the hot path of consumer groups: the codec is
+    # generated from this table (protocol.generated), byte-identical to construct's.
+    generated=True,
 )

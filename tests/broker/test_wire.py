@@ -3,6 +3,7 @@ bytes: ApiVersions negotiation, old Metadata versions, ordering, and bad input."
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import socket
@@ -402,3 +403,78 @@ def test_metadata_topic_id_below_v12_is_an_invalid_request(broker):
         assert [t.error_code for t in response.topics] == [42]
         # the connection stays usable, as on Kafka
         assert client.request(ApiVersionsRequest[0]()).error_code == 0
+
+
+class _Transport:
+    """Collects what a connection writes; never pushes back."""
+
+    def __init__(self):
+        self.written = bytearray()
+        self.closed = False
+
+    def write(self, data):
+        self.written += data
+
+    def get_extra_info(self, name, default=None):
+        return ("127.0.0.1", 4242) if name == "peername" else default
+
+    def close(self):
+        self.closed = True
+
+    def pause_reading(self):
+        pass
+
+    def resume_reading(self):
+        pass
+
+
+def _feed(broker, chunks):
+    """The bytes one connection answers to ``chunks`` received in that order."""
+    from broker.server import KafkaConnection
+
+    async def run():
+        connection = KafkaConnection(broker.broker)
+        transport = _Transport()
+        connection.connection_made(transport)
+        for chunk in chunks:
+            connection.data_received(chunk)
+        # A pass may stop after its time budget and go on in a later turn.
+        for _ in range(1000):
+            if connection.idle and not connection._pass_scheduled:
+                break
+            await asyncio.sleep(0.001)
+        connection.connection_lost(None)
+        return bytes(transport.written), transport.closed
+
+    return broker.call(run)
+
+
+def test_frames_split_anywhere_across_reads_get_the_same_answers(broker):
+    frames = b"".join(_api_versions_frame(v, i) for i, v in enumerate([0, 3, 1, 3, 2, 4]))
+    whole, closed = _feed(broker, [frames])
+    assert not closed
+    pos, correlation_ids = 0, []
+    while pos < len(whole):
+        size, correlation_id = struct.unpack_from(">ii", whole, pos)
+        correlation_ids.append(correlation_id)
+        pos += 4 + size
+    assert correlation_ids == list(range(6))
+    rng = random.Random(7)
+    for _ in range(30):
+        cuts = sorted(rng.sample(range(1, len(frames)), rng.randint(1, 12)))
+        chunks = [frames[a:b] for a, b in zip([0] + cuts, cuts + [len(frames)])]
+        assert _feed(broker, chunks) == (whole, False), cuts
+    assert _feed(broker, [frames[i:i + 1] for i in range(len(frames))]) == (whole, False)
+
+
+@pytest.mark.parametrize("split", [0, 2, 3, 5])
+def test_oversize_frame_after_a_good_one_closes_connection_in_any_split(broker, split):
+    good = _api_versions_frame(0, 1)
+    bad = struct.pack(">i", 104_857_601) + b"\x00" * 8
+    data = good + bad
+    chunks = [data[:len(good) + split], data[len(good) + split:]] if split else [data]
+    answer, closed = _feed(broker, chunks)
+    assert closed
+    # A good frame read together with the bad size is dropped with the connection;
+    # one read before the size is complete is answered first.
+    assert answer == (_feed(broker, [good])[0] if 0 < split < 4 else b"")

@@ -80,3 +80,14 @@ def test_truncated_input_is_a_decode_error(case):
     for cut in range(len(raw)):
         with pytest.raises(DecodeError):
             codec.decode(raw[:cut])
+
+
+def test_is_flexible_follows_the_declared_range():
+    from protocol import group_records, headers
+
+    apis = list(ALL_APIS.values()) + [headers.REQUEST_HEADER, headers.RESPONSE_HEADER,
+                                      group_records.OFFSET_COMMIT_VALUE,
+                                      group_records.GROUP_METADATA_VALUE]
+    for api in apis:
+        for version in [*range(-2, 40), 1023, 1024, 1025, 32767, 40000]:
+            assert api.is_flexible(version) == (version in api.flexible), (api, version)

@@ -57,3 +57,18 @@ def test_group_metadata_round_trip_and_newer_versions():
     v0 = b"\x00\x00" + G.GROUP_METADATA_VALUE.codec(0, "request").encode(fields)
     member = G.decode_value(G.GROUP_METADATA, v0)["members"][0]
     assert member["rebalance_timeout"] == -1 and member["group_instance_id"] is None
+
+
+def test_offset_commit_keys_from_the_cache_are_the_encoded_keys(monkeypatch):
+    from protocol import group_records as G
+
+    monkeypatch.setattr(G, "_KEY_CACHE_SIZE", 5)
+    G._KEY_CACHE.clear()
+    expected = {(g, t, p): G._encode(G.OFFSET_COMMIT_KEY, G.OFFSET_COMMIT_KEY_VERSION,
+                                     {"group": g, "topic": t, "partition": p})
+                for g in ("g", "h", "ü") for t in ("t", "u") for p in (0, 1)}
+    for _ in range(2):
+        for (g, t, p), key in expected.items():
+            assert G.offset_commit_key(g, t, p) == key
+            assert len(G._KEY_CACHE) <= 5
+    G._KEY_CACHE.clear()

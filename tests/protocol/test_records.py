@@ -420,3 +420,105 @@ def test_key_value_walk_of_garbage_fails_cleanly_or_agrees(junk, count):
     except R.CorruptRecordError:
         return  # rejected for its headers only
     assert walked == [(r.key, r.value) for r in decoded]
+
+
+# --- the direct batch encoder against the construct declarations ----------------------
+
+
+def _construct_records(records, base_offset, base_timestamp):
+    """The record section built with the ``RECORD`` declaration, record by record."""
+    out = io.BytesIO()
+    for i, r in enumerate(records):
+        body = io.BytesIO()
+        R._build_record({"attributes": 0, "timestamp_delta": r.timestamp - base_timestamp,
+                         "offset_delta": i if r.offset is None else r.offset - base_offset,
+                         "key": r.key, "value": r.value,
+                         "headers": [{"key": k, "value": v} for k, v in r.headers]}, body, None)
+        raw = body.getvalue()
+        R.wire.write_varint(out, len(raw))
+        out.write(raw)
+    return out.getvalue()
+
+
+def _construct_batch(payload, **header):
+    fields = {name: default for name, _sub, default in R.BATCH_HEADER.fields}
+    fields.update(header)
+    fields.update(magic=2, batch_length=R.RECORD_BATCH_OVERHEAD - R.LOG_OVERHEAD + len(payload),
+                  crc=0)
+    buf = bytearray(R._batch_header_codec.build(fields) + payload)
+    struct.pack_into(">I", buf, 17, google_crc32c.value(bytes(buf[21:])))
+    return bytes(buf)
+
+
+wide_records = st.lists(
+    st.tuples(st.one_of(st.none(), st.integers(0, 1 << 40)),
+              st.integers(-(1 << 62), 1 << 62), keys, values, header_lists),
+    max_size=6)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=wide_records, base_offset=st.integers(0, 1 << 40),
+       base_timestamp=st.integers(-(1 << 62), 1 << 62))
+def test_record_encoder_agrees_with_construct_declaration(raw, base_offset, base_timestamp):
+    records = [Record(o, ts, k, v, list(h)) for o, ts, k, v, h in raw]
+    try:
+        expected = _construct_records(records, base_offset, base_timestamp)
+    except ValueError:
+        # A delta beyond a varint or varlong: refused alike.
+        with pytest.raises(ValueError):
+            R.encode_records(records, base_offset, base_timestamp)
+        return
+    assert R.encode_records(records, base_offset, base_timestamp) == expected
+
+
+header_fields = st.fixed_dictionaries({}, optional={
+    "base_offset": st.integers(-(1 << 63), (1 << 63) - 1),
+    "partition_leader_epoch": st.integers(-(1 << 31), (1 << 31) - 1),
+    "attributes": st.integers(-(1 << 15), (1 << 15) - 1),
+    "last_offset_delta": st.integers(-(1 << 31), (1 << 31) - 1),
+    "base_timestamp": st.integers(-(1 << 63), (1 << 63) - 1),
+    "max_timestamp": st.integers(-(1 << 63), (1 << 63) - 1),
+    "producer_id": st.integers(-(1 << 63), (1 << 63) - 1),
+    "producer_epoch": st.integers(-(1 << 15), (1 << 15) - 1),
+    "base_sequence": st.integers(-(1 << 31), (1 << 31) - 1),
+    "records_count": st.integers(-(1 << 31), (1 << 31) - 1),
+})
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(payload=st.binary(max_size=200), header=header_fields)
+def test_batch_assembly_agrees_with_construct_declaration(payload, header):
+    assert R.assemble_batch(payload, **header) == _construct_batch(payload, **header)
+
+
+def test_batch_assembly_refuses_unknown_header_fields():
+    with pytest.raises(R.wire.UnknownFieldError):
+        R.assemble_batch(b"", base_ofset=3)
+    with pytest.raises(struct.error):
+        R.assemble_batch(b"", producer_epoch=1 << 15)
+
+
+def test_record_encoder_at_varint_edges():
+    edges = [0, 1, 63, 64, 65, 127, 128, 8191, 8192, (1 << 31) - 1]
+    for n in edges:
+        records = [Record(n, n, b"k" * min(n, 9000), b"v" * min(n, 9000), [("h" * (n % 70), b"")]),
+                   Record(None, -n, None, None, [])]
+        assert R.encode_records(records, 0, 0) == _construct_records(records, 0, 0), n
+        if n < (1 << 30):
+            assert R.encode_records(records, -n, n) == _construct_records(records, -n, n), n
+    for bad in ((1 << 31), -(1 << 31) - 1):
+        with pytest.raises(ValueError):
+            R.encode_records([Record(bad, 0, None, None, [])], 0, 0)
+    with pytest.raises(ValueError):
+        R.encode_records([Record(0, 1 << 63, None, None, [])], 0, 0)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pairs=st.lists(st.tuples(keys, st.one_of(st.none(), st.binary(max_size=200))), max_size=70),
+       base_offset=st.integers(0, 1 << 50), timestamp=st.integers(-1, 1 << 50),
+       epoch=st.integers(-1, (1 << 31) - 1))
+def test_keyed_batch_is_the_general_batch(pairs, base_offset, timestamp, epoch):
+    expected = R.build_batch([Record(None, timestamp, k, v) for k, v in pairs],
+                             base_offset=base_offset, partition_leader_epoch=epoch)
+    assert R.build_keyed_batch(pairs, base_offset=base_offset, timestamp=timestamp,
+                               partition_leader_epoch=epoch) == expected
