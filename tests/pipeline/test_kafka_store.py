@@ -1,6 +1,10 @@
 """The pipeline on a copy of Apache Kafka's own log dirs: a consumer group hosted
-by the reference Kafka, its ``__consumer_offsets`` and topic folders copied, and
-``offsets`` and ``lag`` compared with what that Kafka answers."""
+by Apache Kafka 4.x, its ``__consumer_offsets`` and topic folders copied, and
+``offsets`` and ``lag`` compared with what that Kafka answers.
+
+The Kafka here is a broker of its own, not the shared reference: the topics and
+the transaction state this test creates would show in the differential tests'
+topic listings."""
 
 from __future__ import annotations
 
@@ -8,17 +12,37 @@ import shutil
 import time
 import uuid
 
+import pytest
+
 from pipeline import jobs
+from tests.reference import kafka
+from tests.reference.fixtures import _unavailable, create_offsets_topic
 from tests.pipeline.conftest import _produce, _watermarks
 from tests.reference.client import WireClient
 
 
-def test_offsets_and_lag_from_a_copy_of_kafka_s_log_dirs_equal_its_answers(spark, reference_kafka,
+@pytest.fixture(scope="module")
+def own_kafka():
+    missing = kafka.missing_requirements()
+    if missing:
+        _unavailable(missing)
+    try:
+        broker = kafka.KafkaBroker(kafka.MAIN_VERSION).start()
+    except kafka.ReferenceUnavailable as exc:
+        _unavailable(str(exc).splitlines()[0])
+    try:
+        create_offsets_topic(broker)
+        yield broker
+    finally:
+        broker.stop()
+
+
+def test_offsets_and_lag_from_a_copy_of_kafka_s_log_dirs_equal_its_answers(spark, own_kafka,
                                                                            tmp_path):
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    bootstrap = reference_kafka.bootstrap
+    bootstrap = own_kafka.bootstrap
     suffix = uuid.uuid4().hex[:8]
     topic, readers, manual, dropped, txn = (f"lake-{suffix}", f"readers-{suffix}",
                                             f"manual-{suffix}", f"dropped-{suffix}",
@@ -62,7 +86,7 @@ def test_offsets_and_lag_from_a_copy_of_kafka_s_log_dirs_equal_its_answers(spark
     ends = _watermarks(bootstrap, {topic: 3})
 
     copy = tmp_path / "kafka-logs"
-    logs = reference_kafka.workdir / "logs"
+    logs = own_kafka.workdir / "logs"
     shutil.copytree(logs, copy, ignore=shutil.ignore_patterns("*.lock"))
     mine = {k: v for k, v in _offsets(spark, copy).items()
             if k[0] in (readers, manual, dropped, txn)}
