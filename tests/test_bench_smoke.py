@@ -49,7 +49,9 @@ def test_benchmarks_run_quick_and_print_their_figures():
     assert re.search(r"while 8 connections commit: \d+\.\d+ ms", out), out
     # Pipeline: the data source next to plain-Python decoding of the same log.
     assert re.search(r"plain Python, 1 core: +[\d,]+ records/s", out), out
-    assert re.search(r"kcoord-offsets data source, local\[2\]: +[\d,]+ records/s, [\d,]+ per core",
-                     out), out
+    assert re.search(r"kcoord-offsets data source, local\[2\]: +[\d,]+ records/s per core "
+                     r"\([\d,]+ records/s on the clock\)", out), out
+    assert re.search(r"CPU per record: plain Python \d+\.\d+ us; data source: jvm \d+\.\d+ us, "
+                     r"python workers \d+\.\d+ us", out), out
     assert re.search(r"per core at least 80% of plain Python: \d+\.\d+x", out), out
     assert "FAILED" not in out
