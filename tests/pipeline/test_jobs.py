@@ -177,3 +177,17 @@ def test_offsets_committed_in_a_transaction_count_only_once_it_commits(spark, tm
     assert _offsets(spark, dirs) == {("g", "t", 0): (5, ""), ("g", "t", 1): (4, "")}
     assert sorted((r.partition, r.committed_offset) for r in jobs.history(spark, dirs).collect()) == [
         (0, 5), (1, 4)]
+
+
+def test_an_empty_store_gives_empty_results_and_a_report_without_commits(spark, tmp_path):
+    from pipeline import report
+
+    empty = tmp_path / "data"
+    empty.mkdir()
+    (empty / "meta.properties").write_text("node.id=1\n")
+    dirs = [str(empty)]
+    assert jobs.offsets(spark, dirs).count() == 0
+    per_partition, per_group = jobs.lag(spark, dirs)
+    assert per_partition.count() == per_group.count() == 0
+    page = open(report.write(spark, dirs, str(tmp_path / "out"))).read()
+    assert "0 groups, 0 partitions with committed offsets" in page and "no commits" in page
