@@ -59,6 +59,15 @@ VALIDATE_IN_THREAD_BYTES = 64 * 1024
 _jitter = random.Random()
 
 
+def _private(records, owned: bool):
+    """The buffer validation may rewrite (offsets, epoch, timestamps): ``records``
+    itself when the caller gave it away and it is writable, else a copy."""
+    if owned and isinstance(records, (bytearray, memoryview)) and not (
+            isinstance(records, memoryview) and records.readonly):
+        return records
+    return bytearray(records)
+
+
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
@@ -235,6 +244,7 @@ class PartitionLog:
         assign_offsets: bool = True,
         origin: AppendOrigin | None = None,
         validated: tuple[int, ValidatedAppend] | None = None,
+        owned: bool = False,
     ) -> AppendInfo:
         """Validate and append v2 batches (``storage.validator``), assigning offsets
         from the log end offset.
@@ -244,10 +254,12 @@ class PartitionLog:
         batches keep their offsets, which must move forward.  Nothing is
         written unless every check passes.  ``validated`` is ``(log end offset
         then, result)`` of a validation done beforehand (``append_async``).
+        ``owned``: the caller gives ``records`` (a writable buffer) away, so it
+        is validated and written in place instead of copied first.
         """
         if origin is None:
             origin = AppendOrigin.CLIENT if assign_offsets else AppendOrigin.REPLICATION
-        buf = bytearray(records) if validated is None else None
+        buf = _private(records, owned) if validated is None else None
         now = self.clock() if now_ms is None else now_ms
         with self._lock:
             self._check_open()
@@ -379,16 +391,18 @@ class PartitionLog:
         written under the lock, so the event loop does neither.
         """
         origin = kwargs.get("origin") or AppendOrigin.CLIENT
+        owned = kwargs.get("owned", False)
         segments_before = len(self.segments)
         if len(records) >= VALIDATE_IN_THREAD_BYTES and origin is not AppendOrigin.REPLICATION \
                 and kwargs.get("assign_offsets", True):
             now = kwargs.get("now_ms")
             kwargs["now_ms"] = now = self.clock() if now is None else now
             start = self.log_end_offset
+            kwargs.pop("owned", None)
 
             def validate_and_append() -> AppendInfo:
                 checked = validate_and_assign(
-                    bytearray(records), tp=self.name, config=self.config, next_offset=start,
+                    _private(records, owned), tp=self.name, config=self.config, next_offset=start,
                     now=now, origin=origin, leader_epoch=kwargs.get("leader_epoch"))
                 return self.append(records, validated=(start, checked), **kwargs)
 
