@@ -363,7 +363,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                                        api_version=api_version,
                                        supported=f"{reg.min_version}-{reg.max_version}")
             raise CloseConnection
-        if len(frame) >= OFFLOAD_BYTES:
+        if len(frame) >= OFFLOAD_BYTES and len(frame) > reg.decode_on_loop:
             return self._handle_large(frame, reg, api_version, correlation_id)
         try:
             header, request = _decode(reg.schema, api_version, frame)

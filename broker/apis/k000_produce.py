@@ -179,7 +179,8 @@ async def _append(ctx, name: str, index: int, records, version: int) -> dict:
             "error_message": None}
 
 
-@api(key=0, versions=(0, 11))
+# Up to twice the clients' default max.request.size (1 MB).
+@api(key=0, versions=(0, 11), decode_on_loop=2 << 20)
 async def produce(ctx, request):
     version = ctx.api_version
     acks = request.acks

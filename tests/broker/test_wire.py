@@ -582,3 +582,25 @@ def test_reading_pauses_while_megabytes_of_frames_wait(broker):
     _feed(broker, [b"".join(_api_versions_frame(0, i) for i in range(50))], transports)
     assert transports[0].pauses == 0 and server._MAX_QUEUED_BYTES == 4 << 20
 
+
+
+def test_produce_requests_up_to_2_mb_are_decoded_on_the_event_loop(broker, monkeypatch):
+    from broker import server
+    from broker.apis import REGISTRY
+
+    offloaded = []
+    real = server._decode_large
+
+    def recording(reg, api_version, frame):
+        offloaded.append((reg.key, len(frame)))
+        return real(reg, api_version, frame)
+
+    monkeypatch.setattr(server, "_decode_large", recording)
+    assert REGISTRY[0].decode_on_loop == 2 << 20
+    inline = _produce_frame(1, "nowhere", server.OFFLOAD_BYTES + 1000)
+    large = _produce_frame(2, "nowhere", (2 << 20) + 1000)
+    answers, closed = _feed(broker, [inline, large])
+    assert not closed and answers.count(b"nowhere") == 2
+    assert offloaded == [(0, len(large) - 4)]
+    # Other APIs (no generated codec) are decoded in a worker thread from OFFLOAD_BYTES.
+    assert all(reg.decode_on_loop == 0 for key, reg in REGISTRY.items() if key != 0)

@@ -5,6 +5,7 @@ meanwhile."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 
 import pytest
@@ -14,11 +15,12 @@ from protocol.records import Record, build_batch, decode_record_set
 from storage.config import LogConfig
 from storage.errors import InvalidRecordError
 from storage import log as log_module
-from storage.log import VALIDATE_IN_THREAD_BYTES, PartitionLog
+from storage.log import INLINE_RECORDS, VALIDATE_IN_THREAD_BYTES, PartitionLog
 
 
 def _big(value=b"x" * 100, key=b"k"):
-    count = VALIDATE_IN_THREAD_BYTES // len(value) + 10
+    # Too many records to be checked on the event loop.
+    count = max(VALIDATE_IN_THREAD_BYTES // len(value) + 10, INLINE_RECORDS + 1)
     return build_batch([Record(None, 1_000 + i, key, value) for i in range(count)],
                        compression_type=compression.NONE), count
 
@@ -120,4 +122,38 @@ def test_an_owned_buffer_that_fails_validation_appends_nothing(tmp_path):
         asyncio.run(plog.append_async(memoryview(frame), owned=True))
     assert failed.value.code.name == "CORRUPT_MESSAGE"
     assert plog.log_end_offset == 0 and plog.segments[-1].size == 0
+    plog.close()
+
+
+@pytest.mark.parametrize("kind, on_loop", [
+    ("few records", True), ("many records", False), ("compressed", False),
+    ("recompressed", False), ("small", True)])
+def test_only_large_appends_costly_to_check_leave_the_event_loop(tmp_path, monkeypatch, kind,
+                                                                  on_loop):
+    def value():
+        return os.urandom(VALIDATE_IN_THREAD_BYTES // 8)  # stays large compressed
+
+    records = {
+        "few records": [Record(None, 1, b"k", value()) for _ in range(10)],
+        "many records": [Record(None, 1, b"k", b"v" * 60) for _ in range(INLINE_RECORDS + 1)],
+        "compressed": [Record(None, 1, b"k", value()) for _ in range(10)],
+        "recompressed": [Record(None, 1, b"k", value()) for _ in range(10)],
+        "small": [Record(None, 1, b"k", b"v")],
+    }[kind]
+    batch = build_batch(records, compression_type=compression.GZIP if kind == "compressed"
+                        else compression.NONE)
+    assert (len(batch) >= VALIDATE_IN_THREAD_BYTES) == (kind != "small")
+    config = LogConfig(compression_type="lz4" if kind == "recompressed" else "producer")
+    plog = PartitionLog(str(tmp_path / "t-0"), config)
+    threads = []
+    real = log_module.validate_and_assign
+
+    def recording(*args, **kwargs):
+        threads.append(threading.current_thread() is threading.main_thread())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(log_module, "validate_and_assign", recording)
+    info = asyncio.run(plog.append_async(batch))
+    assert (info.first_offset, info.last_offset) == (0, len(records) - 1)
+    assert threads == [on_loop]
     plog.close()
