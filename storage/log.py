@@ -403,7 +403,8 @@ class PartitionLog:
 
         A large client append runs in a worker thread: it is validated there
         without the lock (appends made meanwhile move it to the new log end), then
-        written under the lock, so the event loop does neither.
+        written under the lock, so the event loop does neither; unless it is cheap
+        to check (``INLINE_RECORDS``), which is done here.
         """
         origin = kwargs.get("origin") or AppendOrigin.CLIENT
         owned = kwargs.get("owned", False)
