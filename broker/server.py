@@ -61,6 +61,10 @@ _MAX_QUEUED_BYTES = 4 << 20
 PASS_BUDGET_S = 0.002
 OFFLOAD_BYTES = 256 * 1024  # requests this large are decoded in a worker thread
 LARGE_FRAME = 16 * 1024  # frames this large are received into a buffer of their own
+# ...up to this size: the buffer is allocated when the frame's size is read, so a
+# client announcing a frame it never sends must not make the broker set aside
+# more than this; larger frames grow a buffer as their bytes arrive.
+PREALLOCATE_MAX = 8 << 20
 _RECEIVE_BUFFER = 256 * 1024
 _receive = threading.local()  # one receive buffer per event loop thread
 
@@ -239,7 +243,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                                            size=size, max=self.max_frame)
                 self.close()
                 return -1
-            if size >= LARGE_FRAME:
+            if LARGE_FRAME <= size <= PREALLOCATE_MAX:
                 # Its own buffer, which the rest of it is received into.
                 have = min(end - pos - 4, size)
                 frame = bytearray(size)

@@ -604,3 +604,30 @@ def test_produce_requests_up_to_2_mb_are_decoded_on_the_event_loop(broker, monke
     assert offloaded == [(0, len(large) - 4)]
     # Other APIs (no generated codec) are decoded in a worker thread from OFFLOAD_BYTES.
     assert all(reg.decode_on_loop == 0 for key, reg in REGISTRY.items() if key != 0)
+
+
+def test_frames_beyond_the_preallocation_limit_grow_as_they_arrive(broker, monkeypatch):
+    from broker import server
+
+    monkeypatch.setattr(server, "PREALLOCATE_MAX", 50_000)
+    frame = _produce_frame(1, "nowhere", 120_000)
+    header_only, _ = _feed(broker, [frame[:8]])
+    assert header_only == b""
+
+    async def announced_only():
+        connection = server.KafkaConnection(broker.broker)
+        connection.connection_made(_Transport())
+        connection.data_received(frame[:100])
+        kept = connection._frame, len(connection._buffer)
+        connection.connection_lost(None)
+        return kept
+
+    # Nothing the size of the frame is set aside for a frame not yet received...
+    assert broker.call(announced_only) == (None, 100)
+    # ...and it is answered all the same, however it arrives.
+    whole, closed = _feed(broker, [frame])
+    assert not closed and b"nowhere" in whole
+    rng = random.Random(5)
+    cuts = sorted(rng.sample(range(1, len(frame)), 8))
+    assert _feed(broker, [frame[a:b] for a, b in zip([0] + cuts, cuts + [len(frame)])]) == \
+        (whole, False)
