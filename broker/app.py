@@ -13,6 +13,7 @@ from broker.config import BrokerConfig
 from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from broker.groups.service import GroupService
 from broker.groups.timers import WallClock
+from broker.memory import keep_freed_memory
 from broker.meta import DirLock, load_or_create_identity
 from broker.server import KafkaConnection, WarningLimiter
 from broker.topics.data import FetchWaiters, ProducerIds
@@ -54,6 +55,7 @@ class Broker:
     async def start(self) -> None:
         began = time.monotonic()
         _raise_open_file_limit()
+        keep_freed_memory()
         load_handlers()
         loop = self._loop = asyncio.get_running_loop()
         self.failed = asyncio.Event()

@@ -1,6 +1,12 @@
 """The TCP listener: one ``asyncio.Protocol`` per connection.
 
-Frames are ``int32 size`` + ``size`` bytes.  Like Kafka, a connection is served
+Frames are ``int32 size`` + ``size`` bytes, read with ``asyncio.BufferedProtocol``
+(the socket is read into memory the connection provides, without a ``bytes``
+object per read): a frame of ``LARGE_FRAME`` bytes or more is received straight
+into a ``bytearray`` of its own, so a megabyte of produced records is copied
+once, by the kernel, and then travels as views of that frame to the log file;
+smaller frames are read into a receive buffer shared by the connections of the
+thread and copied out as ``bytes``.  Like Kafka, a connection is served
 one request at a time and answered strictly in request order (Kafka mutes a
 channel until its response is sent); pipelined frames wait in a queue.  Requests
 whose handler completes synchronously are answered in the same pass, and the
@@ -28,6 +34,7 @@ import inspect
 import io
 import socket
 import struct
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -46,8 +53,27 @@ log = structlog.get_logger("kcoord.server")
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hhi")
 _MAX_QUEUED_FRAMES = 256
+# Reading stops too once this many bytes of frames wait (a few large produce
+# requests): the client's further requests wait in the socket's buffers, as
+# with Kafka, which reads nothing more from a connection until its request is
+# answered, instead of in ever new broker memory.
+_MAX_QUEUED_BYTES = 4 << 20
 PASS_BUDGET_S = 0.002
 OFFLOAD_BYTES = 256 * 1024  # requests this large are decoded in a worker thread
+LARGE_FRAME = 16 * 1024  # frames this large are received into a buffer of their own
+# ...up to this size: the buffer is allocated when the frame's size is read, so a
+# client announcing a frame it never sends must not make the broker set aside
+# more than this; larger frames grow a buffer as their bytes arrive.
+PREALLOCATE_MAX = 8 << 20
+_RECEIVE_BUFFER = 256 * 1024
+_receive = threading.local()  # one receive buffer per event loop thread
+
+
+def _receive_buffer() -> memoryview:
+    view = getattr(_receive, "view", None)
+    if view is None:
+        view = _receive.view = memoryview(bytearray(_RECEIVE_BUFFER))
+    return view
 
 
 class WarningLimiter:
@@ -96,13 +122,19 @@ class RequestContext:
         self.connection = connection
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker: "Broker"):
         self.broker = broker
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        # The start of a frame not received whole (at most a small frame).
         self._buffer = bytearray()
-        self._queue: collections.deque[bytes] = collections.deque()
+        # A large frame being received: the frame, a view of it, bytes in so far.
+        self._frame: bytearray | None = None
+        self._frame_view: memoryview | None = None
+        self._filled = 0
+        self._queue: collections.deque[bytes | bytearray] = collections.deque()
+        self._queued_bytes = 0
         self._busy = False  # a request is being awaited
         self._write_paused = False
         self._read_paused = False
@@ -136,6 +168,8 @@ class KafkaConnection(asyncio.Protocol):
         if self._idle_timer is not None:
             self._idle_timer.cancel()
         self._queue.clear()
+        self._queued_bytes = 0
+        self._frame = self._frame_view = None
         self._went_away()
 
     def pause_writing(self):
@@ -145,47 +179,86 @@ class KafkaConnection(asyncio.Protocol):
         self._write_paused = False
         self._pump()
 
-    def data_received(self, data):
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame_view is not None:
+            return self._frame_view[self._filled:]
+        return _receive_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         self._last_active = time.monotonic()
-        buf = self._buffer
-        if buf:  # the start of a frame is waiting
-            buf += data
-            with memoryview(buf) as view:  # frames are copied out once, not sliced then copied
-                pos = self._split_frames(buf, view)
-            if pos < 0:
+        if self._frame_view is not None:
+            self._filled += nbytes
+            if self._filled < len(self._frame):
                 return
-            if pos:
+            self._queue.append(self._frame)
+            self._queued_bytes += len(self._frame)
+            self._frame_view.release()
+            self._frame = self._frame_view = None
+        else:
+            received = _receive_buffer()[:nbytes]
+            buf = self._buffer
+            if buf:  # the start of a frame is waiting
+                buf += received
+                with memoryview(buf) as view:
+                    pos = self._split_frames(view)
+                if pos < 0:
+                    return
                 del buf[:pos]
-        else:  # the usual case: the bytes received start with a frame
-            pos = self._split_frames(data, data)
-            if pos < 0:
-                return
-            if pos < len(data):
-                buf += memoryview(data)[pos:]
-        if len(self._queue) > _MAX_QUEUED_FRAMES and not self._read_paused:
+            else:  # the usual case: the bytes received start with a frame
+                pos = self._split_frames(received)
+                if pos < 0:
+                    return
+                if pos < nbytes:
+                    buf += received[pos:]
+        if (len(self._queue) > _MAX_QUEUED_FRAMES or self._queued_bytes > _MAX_QUEUED_BYTES) \
+                and not self._read_paused:
             self._read_paused = True
             self.transport.pause_reading()
         if not self._pass_scheduled:
             self._pump()
 
-    def _split_frames(self, data, view) -> int:
-        """Queue the whole frames at the start of ``data`` (sliced from ``view``);
-        the position after them, or -1 if a frame size closed the connection."""
+    def data_received(self, data) -> None:
+        """Bytes received (what a transport without buffer support, or a test,
+        gives): the same path as ``buffer_updated``."""
+        data = memoryview(data)
+        pos = 0
+        while pos < len(data) and not self._closed:
+            into = self.get_buffer(len(data) - pos)
+            n = min(len(into), len(data) - pos)
+            into[:n] = data[pos:pos + n]
+            self.buffer_updated(n)
+            pos += n
+
+    def _split_frames(self, view: memoryview) -> int:
+        """Queue the whole small frames at the start of ``view``, and start
+        receiving a large one; the position after what was taken, or -1 if a
+        frame size closed the connection."""
         queue = self._queue
         pos = 0
-        end = len(data)
+        end = len(view)
         while end - pos >= 4:
-            (size,) = _SIZE.unpack_from(data, pos)
+            (size,) = _SIZE.unpack_from(view, pos)
             if size < 0 or size > self.max_frame:
                 self.broker.bad_input.warn("connection.frame_size_rejected", self.peer,
                                            size=size, max=self.max_frame)
-                if view is not data:
-                    view.release()
                 self.close()
                 return -1
+            if LARGE_FRAME <= size <= PREALLOCATE_MAX:
+                # Its own buffer, which the rest of it is received into.
+                have = min(end - pos - 4, size)
+                frame = bytearray(size)
+                memoryview(frame)[:have] = view[pos + 4:pos + 4 + have]
+                pos += 4 + have
+                if have == size:
+                    queue.append(frame)
+                    self._queued_bytes += size
+                    continue
+                self._frame, self._frame_view, self._filled = frame, memoryview(frame), have
+                return pos
             if end - pos - 4 < size:
                 break
             queue.append(bytes(view[pos + 4:pos + 4 + size]))
+            self._queued_bytes += size
             pos += 4 + size
         return pos
 
@@ -219,6 +292,9 @@ class KafkaConnection(asyncio.Protocol):
                 asyncio.get_running_loop().call_soon(self._scheduled_pump)
                 return
             frame = queue.popleft()
+            self._queued_bytes -= len(frame)
+            if self._read_paused:
+                self._maybe_resume_reading()
             served += 1
             try:
                 result = self._handle(frame)
@@ -240,7 +316,12 @@ class KafkaConnection(asyncio.Protocol):
         if self._eof and not queue:
             self.close()
             return
-        if self._read_paused and len(queue) < _MAX_QUEUED_FRAMES // 2 and not self._closed:
+        if self._read_paused:
+            self._maybe_resume_reading()
+
+    def _maybe_resume_reading(self) -> None:
+        if len(self._queue) < _MAX_QUEUED_FRAMES // 2 \
+                and self._queued_bytes <= _MAX_QUEUED_BYTES // 2 and not self._closed:
             self._read_paused = False
             self.transport.resume_reading()
 
@@ -286,7 +367,7 @@ class KafkaConnection(asyncio.Protocol):
                                        api_version=api_version,
                                        supported=f"{reg.min_version}-{reg.max_version}")
             raise CloseConnection
-        if len(frame) >= OFFLOAD_BYTES:
+        if len(frame) >= OFFLOAD_BYTES and len(frame) > reg.decode_on_loop:
             return self._handle_large(frame, reg, api_version, correlation_id)
         try:
             header, request = _decode(reg.schema, api_version, frame)
@@ -425,6 +506,7 @@ class KafkaConnection(asyncio.Protocol):
         if not self._closed:
             self._closed = True
             self._queue.clear()
+            self._queued_bytes = 0
             if self.transport is not None:
                 self.transport.close()
 

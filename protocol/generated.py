@@ -1,7 +1,7 @@
 """A decoder and an encoder generated as Python source from the schema table.
 
-For the APIs declared with ``generated=True`` (the hot ones: OffsetCommit, the
-request header, the offset records of ``__consumer_offsets``) the codec is not
+For the APIs declared with ``generated=True`` (the hot ones: Produce,
+OffsetCommit, the request header, the offset records of ``__consumer_offsets``) the codec is not
 construct's compiled code but one plain function per direction, generated at
 first use from the very ``KStruct`` that the construct codec is built from, so
 both follow one schema table and agree on every version rule.  The generated
@@ -15,6 +15,13 @@ encoding, the same values when decoding, a ``DecodeError`` for every input
 construct refuses, the same exception types for values that cannot be encoded.
 ``tests/protocol/test_generated_codec.py`` checks that for every version of
 every API (not only the generated ones), byte for byte.
+
+One difference is deliberate: a ``records`` field (Produce, Fetch) decodes to a
+``memoryview`` of the buffer, not a copy, so a megabyte of records goes from
+the frame to the log file without being copied; it is writable when the buffer
+is (the broker receives large frames into a ``bytearray`` of their own).  The
+decoder reads ``bytes``, ``bytearray`` or ``memoryview`` buffers alike and
+gives the same values (other ``bytes`` fields are ``bytes``) for each.
 """
 
 from __future__ import annotations
@@ -87,6 +94,7 @@ class _Source:
         self.lines: list[str] = []
         self.names: dict[str, object] = {}
         self._count = 0
+        self.uses_view = False  # the decoder reads a records field
 
     def var(self, prefix: str) -> str:
         self._count += 1
@@ -135,12 +143,12 @@ def _read_uvarint(src: _Source, d: int, dst: str) -> None:
     src.emit(d, f"else: {dst}, pos = uvarint_at(buf, pos)")
 
 
-def _read_slice(src: _Source, d: int, dst: str, n: str, expr: str) -> None:
+def _read_slice(src: _Source, d: int, dst: str, n: str, expr: str, source: str = "buf") -> None:
     end = src.var("e")
     src.emit(d, f"{end} = pos + {n}")
     src.emit(d, f"if {end} > nbuf: "
                 f"raise DecodeError('needed %d bytes, got %d' % ({n}, nbuf - pos))")
-    src.emit(d, f"{dst} = {expr.format(f'buf[pos:{end}]')}")
+    src.emit(d, f"{dst} = {expr.format(f'{source}[pos:{end}]')}")
     src.emit(d, f"pos = {end}")
 
 
@@ -167,7 +175,7 @@ def _read_primitive(src: _Source, node, d: int, dst: str) -> None:
         src.emit(d, "pos += 1")
         return
     if reader == "read_uuid":
-        _read_slice(src, d, dst, "16", "UUID(bytes={})")
+        _read_slice(src, d, dst, "16", "UUID(bytes=bytes({}))")
         return
     kind = reader[len("read_"):]
     compact = kind.startswith("compact_")
@@ -195,7 +203,14 @@ def _read_primitive(src: _Source, node, d: int, dst: str) -> None:
     if compact and text:
         src.emit(d + 1, f"if {n} > MAX_STRING: "
                         f"raise DecodeError('string had invalid length %d' % {n})")
-    _read_slice(src, d + 1, dst, n, "{}.decode('utf-8')" if text else "{}")
+    if getattr(node, "records", False):
+        # A view of the frame, not a copy (see the module's docstring).
+        src.uses_view = True
+        _read_slice(src, d + 1, dst, n, "{}", source="view")
+    else:
+        # ``bytes()`` of a ``bytes`` slice is that slice: it copies only when the
+        # buffer is a bytearray or a memoryview.
+        _read_slice(src, d + 1, dst, n, "str({}, 'utf-8')" if text else "bytes({})")
 
 
 def _read_array(src: _Source, node: T.KArray, d: int, dst: str) -> None:
@@ -280,10 +295,12 @@ def _read_struct(src: _Source, node: T.KStruct, d: int, dst: str) -> None:
 
 def _decoder(src: _Source, node: T.KStruct) -> str:
     src.emit(0, "def decode_at(buf, pos):")
-    src.emit(1, "if type(buf) is not bytes: buf = bytes(buf)")
     src.emit(1, "nbuf = len(buf)")
+    view_at = len(src.lines)
     src.emit(1, "try:")
     _read(src, node, 2, "value")
+    if src.uses_view:
+        src.lines.insert(view_at, "    view = memoryview(buf)")
     src.emit(1, "except (IndexError, struct_error) as exc:")
     src.emit(2, "raise DecodeError('truncated message: %s' % (exc,)) from None")
     src.emit(1, "except UnicodeDecodeError as exc:")

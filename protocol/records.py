@@ -38,8 +38,24 @@ _crc32c_value = google_crc32c.value
 _crc32c_extend = google_crc32c.extend
 
 
+# google-crc32c reads only ``bytes``: any other buffer is copied, in pieces of this
+# size.  One copy of a whole megabyte batch would be a fresh allocation, which
+# malloc serves with new pages (faulted in and zeroed) and returns at once: ten
+# times the cost of the CRC itself.  Pieces this small reuse the same warm memory.
+_CRC_PIECE = 64 * 1024
+
+
 def crc32c(data) -> int:
-    return _crc32c_value(bytes(data))
+    """CRC-32C of any bytes-like object, without copying ``bytes``."""
+    if type(data) is bytes:
+        return _crc32c_value(data)
+    view = memoryview(data)
+    if len(view) <= _CRC_PIECE:
+        return _crc32c_value(bytes(view))
+    crc = 0
+    for start in range(0, len(view), _CRC_PIECE):
+        crc = _crc32c_extend(crc, bytes(view[start:start + _CRC_PIECE]))
+    return crc
 
 
 # --- constants ------------------------------------------------------------------
@@ -255,9 +271,7 @@ def crc_valid(buf, pos: int = 0, size: int | None = None) -> bool:
     if size is None:
         size = entry_size(buf, pos)
     (stored,) = _UINT32.unpack_from(buf, pos + _CRC_AT)
-    # google-crc32c takes only read-only bytes, so the covered range is copied
-    # (once: through a memoryview, not a slice and then a copy of the slice).
-    return _crc32c_value(bytes(memoryview(buf)[pos + _ATTRIBUTES_AT : pos + size])) == stored
+    return crc32c(memoryview(buf)[pos + _ATTRIBUTES_AT : pos + size]) == stored
 
 
 def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
@@ -286,7 +300,7 @@ def set_max_timestamp(buf: bytearray, pos: int, timestamp: int) -> None:
 
 
 def _rewrite_crc(buf: bytearray, pos: int, size: int) -> None:
-    crc = _crc32c_value(bytes(buf[pos + _ATTRIBUTES_AT : pos + size]))
+    crc = crc32c(memoryview(buf)[pos + _ATTRIBUTES_AT : pos + size])
     _UINT32.pack_into(buf, pos + _CRC_AT, crc)
 
 
@@ -766,7 +780,8 @@ def _assemble(payload, base_offset, partition_leader_epoch, attributes, last_off
     covered = _HEADER_AFTER_CRC.pack(attributes, last_offset_delta, base_timestamp,
                                      max_timestamp, producer_id, producer_epoch, base_sequence,
                                      records_count)
-    crc = _crc32c_extend(_crc32c_value(covered), bytes(payload))
+    crc = _crc32c_extend(_crc32c_value(covered), payload if type(payload) is bytes
+                         else bytes(payload))
     start = _HEADER_TO_CRC.pack(base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
                                 partition_leader_epoch, 2, crc)
     return b"".join((start, covered, payload))

@@ -154,7 +154,7 @@ def _type_construct(typ, version: int, flexible: bool, nullable: bool):
     if typ == "bytes":
         return T.KBytes(compact=flexible, nullable=nullable)
     if typ == "records":
-        return T.KBytes(compact=flexible, nullable=True)
+        return T.KRecords(compact=flexible)
     raise ValueError(f"unknown type {typ!r}")
 
 

@@ -126,6 +126,21 @@ _STRINGS = {
 }
 
 
+def KRecords(*, compact: bool) -> _Primitive:
+    """A ``records`` field: nullable bytes on the wire, read by construct as
+    ``bytes``; the generated codec reads it as a ``memoryview`` of the frame
+    (``protocol.generated``), so that a megabyte of records is not copied."""
+    return _RECORDS[compact]
+
+
+_RECORDS = {
+    compact: type("CompactRecords" if compact else "Records", (_Primitive,),
+                  {"reader": _STRINGS[kind].reader, "writer": _STRINGS[kind].writer,
+                   "records": True})()
+    for compact, kind in ((False, "nullable_bytes"), (True, "compact_nullable_bytes"))
+}
+
+
 class KArray(Construct):
     """Kafka array: int32 count (classic) or uvarint count+1 (compact), -1/0 is null;
     or, inside records (``varint``), a zig-zag varint count that is never null."""

@@ -11,6 +11,12 @@ the server runs in a worker thread, right after decoding, for large requests
 (``broker.server.OFFLOAD_BYTES``): the place for work proportional to the size
 of the request that needs no broker state (collapsing a million repeated
 names), so it never runs on the event loop.
+
+``decode_on_loop`` (optional) is the size up to which a large request is
+decoded on the event loop all the same: Produce, whose size is its records,
+which the generated codec neither copies nor reads (a hop to a worker thread
+and back costs more than the decoding, and much more when other clients keep
+the event loop busy); the handler's work per partition is on the loop anyway.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ class Registration:
     handler: Callable[..., Any]
     schema: Api
     prepare: Callable[[Any, int], Any] | None = None
+    decode_on_loop: int = 0
 
     def serves(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -46,7 +53,8 @@ class Registration:
 REGISTRY: dict[int, Registration] = {}
 
 
-def api(*, key: int, versions: tuple[int, int], prepare: Callable[[Any, int], Any] | None = None):
+def api(*, key: int, versions: tuple[int, int], prepare: Callable[[Any, int], Any] | None = None,
+        decode_on_loop: int = 0):
     """Register the handler of API ``key`` for the inclusive version range."""
 
     schema = ALL_APIS.get(key)
@@ -59,7 +67,9 @@ def api(*, key: int, versions: tuple[int, int], prepare: Callable[[Any, int], An
     def register(handler):
         if key in REGISTRY:
             raise RuntimeError(f"api key {key} registered twice")
-        REGISTRY[key] = Registration(key, low, high, handler, schema, prepare)
+        if decode_on_loop and (prepare is not None or not schema.generated):
+            raise RuntimeError(f"{schema.name}: decode_on_loop needs the generated codec")
+        REGISTRY[key] = Registration(key, low, high, handler, schema, prepare, decode_on_loop)
         return handler
 
     return register

@@ -8,6 +8,9 @@ Version notes:
 - v10 answers, in tags, the current leader of a partition that moved and the
   endpoints of the new leaders; v11 changes nothing on the wire.
 - ``records`` is passed through as raw bytes; null only when empty.
+
+The generated codec serves it (``protocol.generated``): it reads ``records`` as
+a view of the frame, so a batch is not copied between the socket and the log.
 """
 
 from protocol.schema import F, S, Api
@@ -57,4 +60,5 @@ PRODUCE = Api(
             F("rack", "string", v="10+", nullable="10+", default=None),
         )], v="10+", tag=0),
     ),
+    generated=True,
 )

@@ -389,3 +389,80 @@ def test_a_client_that_half_closes_ends_its_parked_fetch(broker, wire):
         answer = client.decode_response(FETCH, 11, client.recv_frame())
         assert answer["responses"][0]["partitions"][0]["records"] == b""
         assert client.sock.recv(1) == b""  # then closed
+
+
+# Large batches take other paths: frames of LARGE_FRAME bytes or more are
+# received into a buffer of their own and their records validated and written in
+# place (a view of the frame); from VALIDATE_IN_THREAD_BYTES they are validated
+# in a worker thread, from OFFLOAD_BYTES the whole request is decoded in one.
+LARGE_SIZES = [20_000, 100_000, 300_000]
+
+
+def _large_batch(size, **kw):
+    count = 8
+    return _batch(*[bytes([65 + i]) * (size // count) for i in range(count)], **kw)
+
+
+@pytest.mark.parametrize("size", LARGE_SIZES)
+def test_large_batches_are_stored_as_sent_and_checked_alike(wire, size):
+    from broker.server import LARGE_FRAME, OFFLOAD_BYTES
+    from storage.log import VALIDATE_IN_THREAD_BYTES
+    assert LARGE_FRAME <= LARGE_SIZES[0] < VALIDATE_IN_THREAD_BYTES <= LARGE_SIZES[1] \
+        < OFFLOAD_BYTES <= LARGE_SIZES[2]
+    topic = f"dp-large-{size}"
+    _create(wire, topic)
+    batch = _large_batch(size)
+    assert len(batch) >= size
+    answers = [_produce(wire, topic, batch, version=v) for v in (3, 7, 9, 11)]
+    assert [(a["error_code"], a["base_offset"]) for a in answers] == [(0, i * 8) for i in range(4)]
+    # A damaged copy (its CRC no longer matches) and two batches in one set are refused.
+    corrupt = bytearray(batch)
+    corrupt[len(corrupt) // 2] ^= 0xFF
+    assert _produce(wire, topic, bytes(corrupt))["error_code"] == E.CORRUPT_MESSAGE
+    assert _produce(wire, topic, batch + _batch(b"x"))["error_code"] == E.INVALID_RECORD
+    # Read back (one batch per fetch): every record as sent, at the offsets given.
+    values = []
+    while len(values) < 32:
+        (part,) = _fetch(wire, topic, len(values), partition_max_bytes=1)["responses"][0][
+            "partitions"]
+        assert part["high_watermark"] == 32
+        (stored,) = decode_record_set(part["records"])  # checks the CRC
+        assert stored.base_offset == len(values) and stored.partition_leader_epoch == 0
+        values += [r.value for r in stored.records]
+    assert values == [bytes([65 + i]) * (size // 8) for i in range(8)] * 4
+
+
+@pytest.mark.parametrize("size", LARGE_SIZES)
+def test_large_batches_get_the_append_time_and_a_new_crc(wire, size):
+    topic = f"dp-large-lat-{size}"
+    _create(wire, topic, configs=[("message.timestamp.type", "LogAppendTime")])
+    before = int(time.time() * 1000)
+    answer = _produce(wire, topic, _large_batch(size, timestamp=5))
+    assert answer["error_code"] == 0 and answer["log_append_time_ms"] >= before
+    (part,) = _fetch(wire, topic, 0)["responses"][0]["partitions"]
+    (batch,) = decode_record_set(part["records"])  # checks the CRC
+    assert batch.max_timestamp == answer["log_append_time_ms"]
+
+
+@pytest.mark.parametrize("size", LARGE_SIZES)
+def test_large_idempotent_retries_are_answered_with_the_first_offsets(wire, size):
+    topic = f"dp-large-idem-{size}"
+    _create(wire, topic)
+    pid = wire.call(22, 4, {"transactional_id": None,
+                            "transaction_timeout_ms": 60000})["producer_id"]
+    batch = _large_batch(size, producer_id=pid, producer_epoch=0, base_sequence=0)
+    assert _produce(wire, topic, batch)["base_offset"] == 0
+    retry = _produce(wire, topic, batch)
+    assert (retry["error_code"], retry["base_offset"]) == (0, 0)
+    assert _fetch(wire, topic, 0)["responses"][0]["partitions"][0]["high_watermark"] == 8
+
+
+def test_large_legacy_message_sets_become_one_v2_batch(wire):
+    _create(wire, "dp-large-legacy")
+    legacy = build_legacy([Record(None, 1000 + i, b"k", bytes([65 + i]) * 40_000)
+                           for i in range(3)], magic=1)
+    answer = _produce(wire, "dp-large-legacy", legacy, version=2)
+    assert (answer["error_code"], answer["base_offset"]) == (0, 0)
+    (part,) = _fetch(wire, "dp-large-legacy", 0)["responses"][0]["partitions"]
+    (batch,) = decode_record_set(part["records"])
+    assert [r.value for r in batch.records] == [bytes([65 + i]) * 40_000 for i in range(3)]

@@ -5,6 +5,7 @@ meanwhile."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 
 import pytest
@@ -14,11 +15,12 @@ from protocol.records import Record, build_batch, decode_record_set
 from storage.config import LogConfig
 from storage.errors import InvalidRecordError
 from storage import log as log_module
-from storage.log import VALIDATE_IN_THREAD_BYTES, PartitionLog
+from storage.log import INLINE_RECORDS, VALIDATE_IN_THREAD_BYTES, PartitionLog
 
 
 def _big(value=b"x" * 100, key=b"k"):
-    count = VALIDATE_IN_THREAD_BYTES // len(value) + 10
+    # Too many records to be checked on the event loop.
+    count = max(VALIDATE_IN_THREAD_BYTES // len(value) + 10, INLINE_RECORDS + 1)
     return build_batch([Record(None, 1_000 + i, key, value) for i in range(count)],
                        compression_type=compression.NONE), count
 
@@ -64,4 +66,94 @@ def test_a_large_invalid_append_is_refused_and_writes_nothing(tmp_path):
         asyncio.run(plog.append_async(big))
     assert info.value.record_errors
     assert plog.log_end_offset == 0
+    plog.close()
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_an_owned_buffer_is_validated_and_written_in_place(tmp_path, large):
+    """``owned=True``: a writable buffer given away (a view of a produce request's
+    frame) is rewritten and written where it is, with the same result as a copy;
+    anything else (bytes, a read-only view) is copied and left as it was."""
+    if large:
+        batch, _count = _big()
+    else:
+        batch = build_batch([Record(None, 1_000 + i, b"k", b"v%d" % i) for i in range(5)])
+    config = LogConfig(message_timestamp_type="LogAppendTime")  # the CRC is rewritten too
+    copied = PartitionLog(str(tmp_path / "copied-0"), config, clock=lambda: 7_000)
+    in_place = PartitionLog(str(tmp_path / "in-place-0"), config, clock=lambda: 7_000)
+
+    async def run():
+        await copied.append_async(build_batch([Record(None, 1, b"k", b"first")]))
+        await in_place.append_async(build_batch([Record(None, 1, b"k", b"first")]))
+        frame = bytearray(b"head" + batch + b"tail")
+        view = memoryview(frame)[4:-4]
+        kept = bytes(batch)
+        readonly = memoryview(kept)
+        info = await in_place.append_async(view, owned=True)
+        expected = await copied.append_async(batch)
+        # A read-only view and bytes are not touched, owned or not.
+        await in_place.append_async(readonly, owned=True)
+        await copied.append_async(kept, owned=True)
+        return frame, kept, info, expected
+
+    frame, kept, info, expected = asyncio.run(run())
+    assert (info.first_offset, info.last_offset, info.log_append_time) == \
+        (expected.first_offset, expected.last_offset, expected.log_append_time)
+    size = copied.segments[-1].size
+    assert in_place.read(0, size) == copied.read(0, size)
+    written = in_place.read(0, size)
+    (_first, _second, third) = decode_record_set(written)  # every CRC checked
+    # The frame holds what was written: rewritten in place (offsets, epoch,
+    # append time, CRC), not copied.
+    start = written.index(bytes(frame[4 + 12:-4]))
+    assert written[start - 12:start - 12 + len(batch)] == bytes(frame[4:-4])
+    assert bytes(frame[4:-4]) != batch and frame[:4] == b"head" and frame[-4:] == b"tail"
+    assert kept == batch and third.base_offset == info.last_offset + 1
+    copied.close()
+    in_place.close()
+
+
+def test_an_owned_buffer_that_fails_validation_appends_nothing(tmp_path):
+    batch, _count = _big()
+    frame = bytearray(batch)
+    frame[len(frame) // 2] ^= 0xFF
+    plog = PartitionLog(str(tmp_path / "t-0"))
+    with pytest.raises(Exception) as failed:
+        asyncio.run(plog.append_async(memoryview(frame), owned=True))
+    assert failed.value.code.name == "CORRUPT_MESSAGE"
+    assert plog.log_end_offset == 0 and plog.segments[-1].size == 0
+    plog.close()
+
+
+@pytest.mark.parametrize("kind, on_loop", [
+    ("few records", True), ("many records", False), ("compressed", False),
+    ("recompressed", False), ("small", True)])
+def test_only_large_appends_costly_to_check_leave_the_event_loop(tmp_path, monkeypatch, kind,
+                                                                  on_loop):
+    def value():
+        return os.urandom(VALIDATE_IN_THREAD_BYTES // 8)  # stays large compressed
+
+    records = {
+        "few records": [Record(None, 1, b"k", value()) for _ in range(10)],
+        "many records": [Record(None, 1, b"k", b"v" * 60) for _ in range(INLINE_RECORDS + 1)],
+        "compressed": [Record(None, 1, b"k", value()) for _ in range(10)],
+        "recompressed": [Record(None, 1, b"k", value()) for _ in range(10)],
+        "small": [Record(None, 1, b"k", b"v")],
+    }[kind]
+    batch = build_batch(records, compression_type=compression.GZIP if kind == "compressed"
+                        else compression.NONE)
+    assert (len(batch) >= VALIDATE_IN_THREAD_BYTES) == (kind != "small")
+    config = LogConfig(compression_type="lz4" if kind == "recompressed" else "producer")
+    plog = PartitionLog(str(tmp_path / "t-0"), config)
+    threads = []
+    real = log_module.validate_and_assign
+
+    def recording(*args, **kwargs):
+        threads.append(threading.current_thread() is threading.main_thread())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(log_module, "validate_and_assign", recording)
+    info = asyncio.run(plog.append_async(batch))
+    assert (info.first_offset, info.last_offset) == (0, len(records) - 1)
+    assert threads == [on_loop]
     plog.close()
