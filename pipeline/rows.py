@@ -41,22 +41,33 @@ _MEMBER = pa.struct([
     ("assigned_partitions", _TOPIC_PARTITIONS),
 ])
 
+_GROUP_METADATA = pa.struct([
+    ("protocol_type", pa.string()),
+    ("protocol", pa.string()),
+    ("generation", pa.int32()),
+    ("leader", pa.string()),
+    ("state_timestamp", pa.int64()),
+    ("members", pa.list_(_MEMBER)),
+])
+
 RECORDS = pa.schema([
-    ("topic", pa.string()),
-    ("partition", pa.int32()),
-    ("offset", pa.int64()),
-    ("timestamp", pa.int64()),
-    ("timestamp_type", pa.int32()),  # 0 CreateTime, 1 LogAppendTime (as Spark's Kafka source)
+    pa.field("topic", pa.string(), nullable=False),
+    pa.field("partition", pa.int32(), nullable=False),
+    pa.field("offset", pa.int64(), nullable=False),
+    pa.field("timestamp", pa.int64(), nullable=False),
+    # 0 CreateTime, 1 LogAppendTime (as Spark's Kafka source)
+    pa.field("timestamp_type", pa.int32(), nullable=False),
     ("key", pa.binary()),
     ("value", pa.binary()),
     ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
 ])
 
 OFFSETS = pa.schema([
-    ("source_partition", pa.int32()),  # the __consumer_offsets partition
-    ("source_offset", pa.int64()),
-    ("timestamp", pa.int64()),
-    ("record_type", pa.string()),  # offset_commit | group_metadata | transaction_marker
+    pa.field("source_partition", pa.int32(), nullable=False),  # the __consumer_offsets partition
+    pa.field("source_offset", pa.int64(), nullable=False),
+    pa.field("timestamp", pa.int64(), nullable=False),
+    # offset_commit | group_metadata | transaction_marker
+    pa.field("record_type", pa.string(), nullable=False),
     ("group", pa.string()),
     ("topic", pa.string()),
     ("partition", pa.int32()),
@@ -66,12 +77,9 @@ OFFSETS = pa.schema([
     ("metadata", pa.string()),
     ("commit_timestamp", pa.int64()),
     ("expire_timestamp", pa.int64()),
-    ("protocol_type", pa.string()),
-    ("protocol", pa.string()),
-    ("generation", pa.int32()),
-    ("leader", pa.string()),
-    ("state_timestamp", pa.int64()),
-    ("members", pa.list_(_MEMBER)),
+    # A group metadata record's fields (null for the other record types, and for a
+    # group's tombstone).
+    ("group_metadata", _GROUP_METADATA),
     # Transactional offset commits (Kafka's sendOffsetsToTransaction): the producer
     # id of a record written in a transaction, and the transaction markers
     # (record type "transaction_marker", marker "commit" or "abort") that decide
@@ -81,22 +89,24 @@ OFFSETS = pa.schema([
 ])
 
 BATCHES = pa.schema([
-    ("topic", pa.string()),
-    ("partition", pa.int32()),
-    ("base_offset", pa.int64()),
-    ("last_offset", pa.int64()),
-    ("max_timestamp", pa.int64()),
-    ("records", pa.int32()),
-    ("bytes", pa.int32()),
-    ("segment", pa.int64()),  # base offset of the segment file
+    pa.field("topic", pa.string(), nullable=False),
+    pa.field("partition", pa.int32(), nullable=False),
+    pa.field("base_offset", pa.int64(), nullable=False),
+    pa.field("last_offset", pa.int64(), nullable=False),
+    pa.field("max_timestamp", pa.int64(), nullable=False),
+    pa.field("records", pa.int32(), nullable=False),
+    pa.field("bytes", pa.int32(), nullable=False),
+    pa.field("segment", pa.int64(), nullable=False),  # base offset of the segment file
 ])
 
 SHAPES = {"records": RECORDS, "offsets": OFFSETS, "batches": BATCHES}
 
 
 def spark_ddl(schema: pa.Schema) -> str:
-    """The Spark DDL string of an Arrow schema of the types used here."""
-    return ", ".join(f"`{f.name}` {_ddl_type(f.type)}" for f in schema)
+    """The Spark DDL string of an Arrow schema of the types used here (a column that
+    always has a value is NOT NULL: Spark then skips its null checks)."""
+    return ", ".join(f"`{f.name}` {_ddl_type(f.type)}{'' if f.nullable else ' NOT NULL'}"
+                     for f in schema)
 
 
 def _ddl_type(t: pa.DataType) -> str:
@@ -111,27 +121,30 @@ def _ddl_type(t: pa.DataType) -> str:
 
 class _Rows:
     """Rows of some columns of a schema, gathered as tuples (as cheap as building a
-    tuple per record can be) and turned into an Arrow record batch column by
-    column; the schema's other columns are constants of the split or null."""
+    tuple per record can be) and turned into an Arrow record batch in one pass
+    (Arrow reads the tuples as structs: no transposing in Python); the schema's
+    other columns are constants of the split or null."""
 
     def __init__(self, schema: pa.Schema, names: tuple[str, ...], **constants):
         self.schema = schema
         self.index = {name: i for i, name in enumerate(names)}
         assert set(self.index) | set(constants) <= set(schema.names)
-        self.constants = constants
+        self.gathered = pa.struct([schema.field(name) for name in names])
+        self.constants = {name: pa.scalar(value, schema.field(name).type)
+                          for name, value in constants.items()}
         self.rows: list[tuple] = []
 
     def batch(self) -> pa.RecordBatch:
         n = len(self.rows)
-        columns = list(zip(*self.rows))
+        columns = pa.array(self.rows, type=self.gathered).flatten()
         self.rows.clear()
         arrays = []
         for f in self.schema:
             i = self.index.get(f.name)
             if i is not None:
-                arrays.append(pa.array(columns[i], type=f.type))
+                arrays.append(columns[i])
             elif f.name in self.constants:
-                arrays.append(pa.array([self.constants[f.name]] * n, type=f.type))
+                arrays.append(pa.repeat(self.constants[f.name], n))
             else:
                 arrays.append(pa.nulls(n, type=f.type))
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
@@ -244,12 +257,16 @@ def _offsets(split: Split, commit, group, marker, stats) -> Iterator[None]:
                             value.offset, value.leader_epoch, value.metadata,
                             value.commit_timestamp, value.expire_timestamp, txn))
             elif value is None:
-                group((r.offset, r.timestamp, key.group, True, None, None, None, None, None, None,
-                       txn))
+                group((r.offset, r.timestamp, key.group, True, None, txn))
             else:
-                group((r.offset, r.timestamp, key.group, False, value.protocol_type, value.protocol,
-                       value.generation, value.leader, value.current_state_timestamp,
-                       [member_row(m, value.protocol_type) for m in value.members], txn))
+                group((r.offset, r.timestamp, key.group, False, {
+                    "protocol_type": value.protocol_type,
+                    "protocol": value.protocol,
+                    "generation": value.generation,
+                    "leader": value.leader,
+                    "state_timestamp": value.current_state_timestamp,
+                    "members": [member_row(m, value.protocol_type) for m in value.members],
+                }, txn))
         yield
     if stats is not None and unreadable:
         stats["unreadable"] = stats.get("unreadable", 0) + unreadable
@@ -268,8 +285,7 @@ def _offsets_shape(split: Split):
                         "committed_offset", "leader_epoch", "metadata", "commit_timestamp",
                         "expire_timestamp", "producer_id"),
               source_partition=source, record_type=G.OFFSET_COMMIT),
-        _Rows(OFFSETS, ("source_offset", "timestamp", "group", "tombstone", "protocol_type",
-                        "protocol", "generation", "leader", "state_timestamp", "members",
+        _Rows(OFFSETS, ("source_offset", "timestamp", "group", "tombstone", "group_metadata",
                         "producer_id"), source_partition=source, record_type=G.GROUP_METADATA),
         _Rows(OFFSETS, ("source_offset", "timestamp", "producer_id", "marker"),
               source_partition=source, record_type=TRANSACTION_MARKER),

@@ -229,10 +229,11 @@ def test_consumer_offsets_records_decode_to_commits_groups_and_tombstones(tmp_pa
         "t", 0, 42, -1, "meta", T0, -1)
     assert (second["committed_offset"], second["metadata"], second["expire_timestamp"]) == (
         7, "md", T0 + 99)
-    group = got[2]
+    assert all(r["group_metadata"] is None for r in got if r["record_type"] != "group_metadata")
+    assert got[2]["committed_offset"] is None
+    group = got[2]["group_metadata"]
     assert (group["protocol_type"], group["protocol"], group["generation"], group["leader"],
-            group["state_timestamp"], group["committed_offset"]) == (
-        "consumer", "range", 3, "m-1", T0, None)
+            group["state_timestamp"]) == ("consumer", "range", 3, "m-1", T0)
     m1, m2 = group["members"]
     assert (m1["member_id"], m1["group_instance_id"], m1["session_timeout"],
             m1["subscribed_topics"], m1["assigned_partitions"]) == (
@@ -240,10 +241,12 @@ def test_consumer_offsets_records_decode_to_commits_groups_and_tombstones(tmp_pa
         [{"topic": "t", "partitions": [0, 1]}, {"topic": "u", "partitions": [2]}])
     assert m1["assignment"] == members[0][3] and m1["subscription"] == members[0][2]
     assert (m2["group_instance_id"], m2["assigned_partitions"]) == (None, None)  # empty assignment
-    assert got[3]["members"][0]["subscribed_topics"] is None  # not the consumer protocol
-    assert got[3]["members"][0]["subscription"] == b"\x01\x02"
+    connect = got[3]["group_metadata"]
+    assert connect["protocol_type"] == "connect"
+    assert connect["members"][0]["subscribed_topics"] is None  # not the consumer protocol
+    assert connect["members"][0]["subscription"] == b"\x01\x02"
     for tomb in got[4:6]:
-        assert tomb["committed_offset"] is None and tomb["members"] is None
+        assert tomb["committed_offset"] is None and tomb["group_metadata"] is None
 
 
 def test_every_shape_has_a_spark_schema_naming_the_arrow_columns():
@@ -251,7 +254,12 @@ def test_every_shape_has_a_spark_schema_naming_the_arrow_columns():
         ddl = rows.spark_ddl(schema)
         for f in schema:
             assert f"`{f.name}` " in ddl
-    assert "`members` array<struct<`member_id`: string" in rows.spark_ddl(rows.OFFSETS)
+    offsets = rows.spark_ddl(rows.OFFSETS)
+    assert "`group_metadata` struct<`protocol_type`: string" in offsets
+    assert "`members`: array<struct<`member_id`: string" in offsets
+    # Columns every row has are NOT NULL, the others nullable.
+    assert "`source_offset` bigint NOT NULL, " in offsets
+    assert "`committed_offset` bigint, " in offsets
 
 
 def test_batches_crossing_read_windows_and_an_empty_batch_are_read_whole(tmp_path, monkeypatch):
