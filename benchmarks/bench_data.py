@@ -9,7 +9,7 @@ Figures per broker:
   default producer settings, ``linger.ms=5``): MB/s until every delivery
   report is in;
 * consuming them from the start: MB/s;
-  (each the median of three runs, a new topic each);
+  (each the median of five runs, a new topic each);
 * end-to-end latency, p50 and p99 of 100 messages: one message at a time to a
   consumer already waiting on the partition (its fetch is parked, with the
   client's default ``fetch.wait.max.ms=500``), from ``produce`` to the consumer
@@ -39,7 +39,7 @@ from benchmarks.bench_topics import LagProbe
 QUICK = os.environ.get("KCOORD_BENCH_QUICK") == "1"
 LOADS = [(20_000, 100), (1_000, 10_240)] if QUICK else [(200_000, 100), (10_000, 10_240)]
 LATENCY_SAMPLES = 10 if QUICK else 100
-REPEATS = 1 if QUICK else 3  # throughput figures are the median of this many runs
+REPEATS = 1 if QUICK else 5  # throughput figures are the median of this many runs
 
 
 def _producer(bootstrap: str, extra: dict | None = None):
