@@ -13,7 +13,7 @@ from broker.config import BrokerConfig
 from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from broker.groups.service import GroupService
 from broker.groups.timers import WallClock
-from broker.memory import keep_freed_memory
+from broker.memory import CHECK_S, FullCollections, keep_freed_memory
 from broker.meta import DirLock, load_or_create_identity
 from broker.server import KafkaConnection, WarningLimiter
 from broker.topics.data import FetchWaiters, ProducerIds
@@ -51,6 +51,10 @@ class Broker:
         self.failed: asyncio.Event | None = None  # set when the log dir goes offline
         self.failure: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        # When a connection last received bytes: full garbage collections wait
+        # for a moment without any (``broker.memory.FullCollections``).
+        self.last_activity = time.monotonic()
+        self.collections: FullCollections | None = None
 
     async def start(self) -> None:
         began = time.monotonic()
@@ -70,6 +74,8 @@ class Broker:
             self._server.close()
             self._server = None
             raise
+        self.collections = FullCollections(lambda: self.last_activity)
+        self.collections.install()
         try:
             self.cluster_id = load_or_create_identity(self.data_dir, self.node_id)
             self.topics.load()
@@ -87,6 +93,8 @@ class Broker:
             self._server.close()
             self._server = None
             self._lock.release()
+            self.collections.uninstall()
+            self.collections = None
             raise
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
@@ -135,6 +143,9 @@ class Broker:
         if self.logs is not None:
             self.logs.close()
         self._lock.release()
+        if self.collections is not None:
+            self.collections.uninstall()
+            self.collections = None
         log.info("broker.stopped", node_id=self.node_id)
 
     # -- log dir failure ------------------------------------------------------------
@@ -172,6 +183,8 @@ class Broker:
             self._every(max(self.config["log.flush.offset.checkpoint.interval.ms"], 100),
                         self._checkpoint_pass),
             name="kcoord-checkpoints"))
+        self._maintenance.append(loop.create_task(
+            self._every(CHECK_S * 1000, self._collection_pass), name="kcoord-gc"))
         if self.config["log.cleaner.enable"]:
             self._maintenance.append(loop.create_task(
                 self._every(self.config["log.cleaner.backoff.ms"], self._cleaner_pass),
@@ -193,6 +206,11 @@ class Broker:
             await action()
         except Exception:
             log.exception("maintenance.failed", action=action.__name__)
+
+    async def _collection_pass(self) -> None:
+        # On the loop: a full collection holds the interpreter lock wherever it runs.
+        if self.collections is not None and self.collections.check():
+            log.debug("gc.full_collection", survivors=self.collections.survivors)
 
     async def _checkpoint_pass(self) -> None:
         loop = asyncio.get_running_loop()

@@ -185,7 +185,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return _receive_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        self._last_active = time.monotonic()
+        self._last_active = self.broker.last_activity = time.monotonic()
         if self._frame_view is not None:
             self._filled += nbytes
             if self._filled < len(self._frame):

@@ -1,5 +1,7 @@
 """``broker.memory``: buffers of a megabyte, freed and allocated again, reuse
-memory instead of having the kernel fault in and zero new pages each time."""
+memory instead of having the kernel fault in and zero new pages each time; full
+garbage collections run when the broker is idle (or long overdue), not in the
+middle of serving clients."""
 
 from __future__ import annotations
 
@@ -54,3 +56,136 @@ def test_megabyte_buffers_reuse_freed_memory():
     # A fresh megabyte is 245 pages, each faulted in; kept memory faults none.
     assert _faults_per_mb("keep") < 10
     assert keep_freed_memory()  # once per process; asking again is harmless
+
+
+# -- full garbage collections -----------------------------------------------------------
+
+
+class FakeGC:
+    """What ``FullCollections`` asks of the ``gc`` module, with counts set by hand."""
+
+    def __init__(self, oldest: int):
+        self.oldest = oldest  # objects in the oldest generation
+        self.younger = 0  # middle-generation collections since the last full one
+        self.threshold = (700, 10, 10)
+        self.full = 0
+        self.counted = 0
+
+    def get_objects(self, generation):
+        assert generation == 2
+        self.counted += 1
+        return [None] * self.oldest
+
+    def get_count(self):
+        return (0, 0, self.younger)
+
+    def collect(self):
+        self.full += 1
+        self.younger = 0
+        self.oldest //= 2  # half of it was garbage
+
+    def get_threshold(self):
+        return self.threshold
+
+    def set_threshold(self, *values):
+        self.threshold = tuple(values)
+
+
+def _policy(oldest=1000):
+    from broker.memory import FullCollections
+    clock = {"now": 100.0, "active": 100.0}
+    fake = FakeGC(oldest)
+    policy = FullCollections(lambda: clock["active"], clock=lambda: clock["now"], collector=fake)
+    return policy, fake, clock
+
+
+def test_a_due_full_collection_waits_for_a_moment_without_requests():
+    from broker.memory import IDLE_S, YOUNGER_COLLECTIONS
+    policy, fake, clock = _policy()
+    fake.oldest = 1300  # 30% more objects in the oldest generation: due by CPython's rule
+    fake.younger = YOUNGER_COLLECTIONS  # ...but not yet by its count of younger collections
+    clock["now"] += 5
+    assert not policy.check() and fake.full == 0
+    fake.younger += 1
+    clock["active"] = clock["now"] - IDLE_S / 2  # a request just arrived
+    assert not policy.check() and fake.full == 0 and fake.counted == 1
+    clock["now"] += IDLE_S  # nothing arrived since
+    assert policy.check()
+    assert fake.full == 1 and policy.survivors == 650 and policy.collections == 1
+    assert not policy.check()  # done: nothing due until younger collections pile up again
+
+
+def test_a_broker_never_idle_still_collects_once_the_collection_is_long_due():
+    from broker.memory import MAX_DEFER_S
+    policy, fake, clock = _policy()
+    fake.oldest, fake.younger = 2000, 50
+    became_due = clock["now"]
+    while clock["now"] < became_due + MAX_DEFER_S - 1:
+        clock["active"] = clock["now"]  # requests all the time
+        assert not policy.check()
+        clock["now"] += 1
+    assert fake.full == 0 and fake.counted == 1  # never walked while it waited
+    clock["now"] = clock["active"] = became_due + MAX_DEFER_S
+    assert policy.check() and fake.full == 1
+
+
+def test_growth_under_a_quarter_is_not_collected_nor_counted_again_at_once():
+    from broker.memory import YOUNGER_COLLECTIONS
+    policy, fake, clock = _policy()
+    fake.oldest, fake.younger = 1200, YOUNGER_COLLECTIONS + 1  # 20% more: not due
+    clock["now"] += 10  # idle
+    assert not policy.check() and fake.counted == 2  # at start, and now
+    fake.younger += YOUNGER_COLLECTIONS
+    assert not policy.check() and fake.counted == 2  # not walked again so soon
+    fake.younger += 1
+    fake.oldest = 1250
+    assert policy.check() and fake.full == 1 and fake.counted == 4
+
+
+def test_the_oldest_generation_is_left_to_the_broker_while_one_runs():
+    policy, fake, _clock = _policy()
+    policy.install()
+    assert fake.threshold[:2] == (700, 10) and fake.threshold[2] >= 1 << 30
+    other, *_ = _policy()  # a second broker in the same process (as tests start them)
+    other.gc = fake
+    other.install()
+    try:
+        assert fake.threshold[:2] == (700, 10) and fake.threshold[2] >= 1 << 30
+        other.uninstall()
+        assert fake.threshold[2] >= 1 << 30  # the first still runs
+    finally:
+        policy.uninstall()
+    assert fake.threshold == (700, 10, 10)
+
+
+def test_a_running_broker_frees_garbage_in_cycles_itself_when_idle(make_broker):
+    import gc
+    import time
+    import weakref
+
+    node = make_broker()
+    assert gc.get_threshold()[2] >= 1 << 30  # CPython runs no full collection on its own
+
+    class Node:
+        pass
+
+    # Cycles that reach the oldest generation while referenced, then become
+    # garbage there: only a full collection frees them.
+    cycles = []
+    for _ in range(max(node.broker.collections.survivors // 2, 10_000)):
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        cycles.append(a)
+    probe = weakref.ref(cycles[0])
+    gc.collect(0)
+    for _ in range(12):
+        gc.collect(1)  # promoted, and counted as younger collections
+    del cycles, a, b
+    deadline = time.monotonic() + 15
+    while (probe() is not None or not node.broker.collections.collections) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert probe() is None  # freed by the broker's own full collection
+    assert node.broker.collections.collections >= 1
+    node.stop()
+    assert gc.get_threshold()[2] < 1 << 30  # given back once the broker stopped
