@@ -74,7 +74,8 @@ class Broker:
             self._server.close()
             self._server = None
             raise
-        self.collections = FullCollections(lambda: self.last_activity)
+        self.collections = FullCollections(
+            lambda: self.last_activity, busy=lambda: any(not c.idle for c in self.connections))
         self.collections.install()
         try:
             self.cluster_id = load_or_create_identity(self.data_dir, self.node_id)
@@ -114,6 +115,16 @@ class Broker:
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stop accepting, let in-flight requests finish, close connections and files."""
+        try:
+            await self._shut_down(grace)
+        finally:
+            # Even a stop that failed or was cancelled gives CPython its full
+            # collections back: nothing runs them for this broker any more.
+            if self.collections is not None:
+                self.collections.uninstall()
+                self.collections = None
+
+    async def _shut_down(self, grace: float) -> None:
         if self._server is not None:
             self._server.close()
         if self.groups is not None:
@@ -143,9 +154,6 @@ class Broker:
         if self.logs is not None:
             self.logs.close()
         self._lock.release()
-        if self.collections is not None:
-            self.collections.uninstall()
-            self.collections = None
         log.info("broker.stopped", node_id=self.node_id)
 
     # -- log dir failure ------------------------------------------------------------

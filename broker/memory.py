@@ -23,7 +23,8 @@ live objects grow with its partitions, and so does that pause: measured here,
 about 60 ms at 10,000 topics.  ``FullCollections`` takes the oldest generation
 out of CPython's automatic collections (the young ones stay as they are) and
 runs a full collection itself when one is due by CPython's own rule, at a
-moment when no connection has received anything for ``IDLE_S``; on a broker
+moment when no connection has received anything for ``IDLE_S`` and none is
+serving a request; on a broker
 that is never idle, once it has been due for ``MAX_DEFER_S``, so that garbage
 in cycles is still freed.
 """
@@ -33,6 +34,8 @@ from __future__ import annotations
 import ctypes
 import gc
 import os
+import sys
+import threading
 import time
 from typing import Callable
 
@@ -80,56 +83,83 @@ _NEVER = 1 << 30
 
 _installed = 0
 _thresholds: tuple[int, int, int] | None = None
+_install_lock = threading.Lock()
 
 
 class FullCollections:
     """When to run a full collection (``check``), and the switch that stops
-    CPython from running them on its own (``install``/``uninstall``)."""
+    CPython from running them on its own (``install``/``uninstall``).
 
-    def __init__(self, last_activity: Callable[[], float], clock: Callable[[], float] =
-                 time.monotonic, collector=gc):
+    ``last_activity()`` is when a connection last received bytes, ``busy()``
+    whether one is still serving a request."""
+
+    def __init__(self, last_activity: Callable[[], float],
+                 busy: Callable[[], bool] = lambda: False,
+                 clock: Callable[[], float] = time.monotonic, collector=gc):
         self.last_activity = last_activity
+        self.busy = busy
         self.clock = clock
         self.gc = collector
-        self.survivors = len(collector.get_objects(generation=2))
+        self.survivors: int | None = len(collector.get_objects(generation=2))
         self.due_since: float | None = None
         self._recount_at = YOUNGER_COLLECTIONS  # middle-generation collections
+        self._younger = 0
         self.collections = 0
+        self.installed = False
 
     def install(self) -> None:
+        """Stop CPython's own full collections (while any broker of the process runs).
+        From Python 3.14 on, whose collector works incrementally, nothing changes."""
         global _installed, _thresholds
-        if _installed == 0:
-            _thresholds = self.gc.get_threshold()
-            self.gc.set_threshold(_thresholds[0], _thresholds[1], _NEVER)
-        _installed += 1
+        if sys.version_info >= (3, 14):
+            return
+        with _install_lock:
+            if _installed == 0:
+                _thresholds = self.gc.get_threshold()
+                self.gc.set_threshold(_thresholds[0], _thresholds[1], _NEVER)
+            _installed += 1
+            self.installed = True
 
     def uninstall(self) -> None:
         global _installed
-        if _installed == 1 and _thresholds is not None:
-            self.gc.set_threshold(*_thresholds)
-        _installed = max(_installed - 1, 0)
+        with _install_lock:
+            if not self.installed:
+                return
+            self.installed = False
+            _installed -= 1
+            if _installed == 0 and _thresholds is not None:
+                self.gc.set_threshold(*_thresholds)
 
     def check(self) -> bool:
         """Run a full collection if one is due and the moment suits; True if it ran."""
+        if not self.installed:
+            return False
         younger = self.gc.get_count()[2]
+        if younger < self._younger:
+            # A full collection ran elsewhere (``gc.collect()``): start over from it.
+            self.survivors, self._recount_at, self.due_since = None, YOUNGER_COLLECTIONS, None
+        self._younger = younger
         if younger <= self._recount_at:
             return False
         now = self.clock()
         if self.due_since is None:
             self.due_since = now
-        idle = now - self.last_activity() >= IDLE_S
+        idle = now - self.last_activity() >= IDLE_S and not self.busy()
         if not idle and now - self.due_since < MAX_DEFER_S:
             return False
         # Counting the oldest generation walks it (a few ms at 10,000 topics):
         # done only now, and again only after as many younger collections more.
-        promoted = len(self.gc.get_objects(generation=2)) - self.survivors
-        if promoted * 4 < self.survivors:
+        oldest = len(self.gc.get_objects(generation=2))
+        if self.survivors is None:
+            self.survivors = oldest
+        if (oldest - self.survivors) * 4 < self.survivors:
             self._recount_at = younger + YOUNGER_COLLECTIONS
             self.due_since = None
             return False
-        self.gc.collect()
-        self.survivors = len(self.gc.get_objects(generation=2))
+        freed = self.gc.collect()
+        self.survivors = max(oldest - freed, 0)
         self._recount_at = YOUNGER_COLLECTIONS
+        self._younger = 0
         self.due_since = None
         self.collections += 1
         return True
