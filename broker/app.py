@@ -26,8 +26,13 @@ log = structlog.get_logger("kcoord.broker")
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig):
+    def __init__(self, config: BrokerConfig, own_process: bool = False):
+        """``own_process``: the broker is what this process runs (``kcoord serve``),
+        so it may take over when Python runs full garbage collections
+        (``broker.memory.FullCollections``); a broker embedded in another
+        program (a test suite) leaves the process's collector as it is."""
         self.config = config
+        self.own_process = own_process
         self.node_id: int = config.node_id
         self.data_dir: Path = config.data_dir
         self.cluster_id: str = ""
@@ -74,9 +79,10 @@ class Broker:
             self._server.close()
             self._server = None
             raise
-        self.collections = FullCollections(
-            lambda: self.last_activity, busy=lambda: any(not c.idle for c in self.connections))
-        self.collections.install()
+        if self.own_process:
+            self.collections = FullCollections(
+                lambda: self.last_activity, busy=lambda: any(not c.idle for c in self.connections))
+            self.collections.install()
         try:
             self.cluster_id = load_or_create_identity(self.data_dir, self.node_id)
             self.topics.load()
@@ -94,8 +100,9 @@ class Broker:
             self._server.close()
             self._server = None
             self._lock.release()
-            self.collections.uninstall()
-            self.collections = None
+            if self.collections is not None:
+                self.collections.uninstall()
+                self.collections = None
             raise
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]

@@ -96,7 +96,7 @@ async def serve(config: BrokerConfig) -> int:
     from broker.app import Broker
     from broker.meta import DataDirError
 
-    broker = Broker(config)
+    broker = Broker(config, own_process=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

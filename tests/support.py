@@ -25,10 +25,12 @@ REPO = Path(__file__).resolve().parent.parent
 class BrokerThread:
     """A broker running on its own event loop in a background thread."""
 
-    def __init__(self, data_dir: Path, overrides: dict | None = None, kafka_defaults: bool = False):
+    def __init__(self, data_dir: Path, overrides: dict | None = None, kafka_defaults: bool = False,
+                 own_process: bool = False):
         props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir)}
         props.update({k: str(v) for k, v in (overrides or {}).items()})
         self.config = BrokerConfig.build(props, kafka_defaults=kafka_defaults)
+        self.own_process = own_process
         self.broker: Broker | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -54,7 +56,7 @@ class BrokerThread:
 
     async def _main(self) -> None:
         self._stop = asyncio.Event()
-        self.broker = Broker(self.config)
+        self.broker = Broker(self.config, own_process=self.own_process)
         try:
             await self.broker.start()
         except BaseException as exc:  # surfaced to the test thread
