@@ -17,6 +17,7 @@ split; each yields Arrow record batches.
 
 from __future__ import annotations
 
+import gc
 import json
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -55,7 +56,25 @@ class _Reader(DataSourceReader):
         # With no split at all (an empty store) Spark still reads once, with a bare
         # InputPartition: no rows.
         if isinstance(partition, SplitPartition):
+            _settle_worker()
             yield from rows.read(self.shape, partition.split)
+
+
+_settled = False
+
+
+def _settle_worker() -> None:
+    """Once per Python worker: what it holds already (pyspark's and pyarrow's
+    objects, for the worker's whole life) is left out of its garbage collections
+    from now on (``gc.freeze``).  A read keeps tens of thousands of decoded rows
+    alive until each Arrow batch; every full collection that triggers would
+    otherwise walk all of those objects too (measured in Spark's workers: 4.2 us
+    of Python per decoded ``__consumer_offsets`` record before, 3.9 us after)."""
+    global _settled
+    if not _settled:
+        gc.collect()
+        gc.freeze()
+        _settled = True
 
 
 class _AllBut:

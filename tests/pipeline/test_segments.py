@@ -341,3 +341,29 @@ def test_transactional_commits_carry_their_producer_and_a_clean_read_counts_noth
     stats = {}
     got, _ = _table("offsets", [tmp_path], stats=stats, topics={"__consumer_offsets"})
     assert stats == {"unreadable": 1} and len(got) == 2
+
+
+def test_a_worker_leaves_what_it_held_before_its_first_read_out_of_its_collections(
+        tmp_path, monkeypatch):
+    """A Spark Python worker holds pyspark's and pyarrow's objects for its whole life:
+    its first read freezes them (``gc.freeze``), so that the full collections a
+    read's rows trigger walk only the read's own objects; later reads add nothing."""
+    import gc
+    import json
+
+    from pipeline import source
+
+    _segment(tmp_path / "__consumer_offsets-3", 0, build_batch([
+        Record(None, T0, G.offset_commit_key("g", "t", 0), G.offset_commit_value(1, "", T0))]))
+    monkeypatch.setattr(source, "_settled", False)
+    reader = source._Reader("offsets", {"paths": json.dumps([str(tmp_path)])})
+    (partition,) = reader.partitions()
+    before = gc.get_freeze_count()
+    try:
+        assert sum(b.num_rows for b in reader.read(partition)) == 1
+        frozen = gc.get_freeze_count()
+        assert frozen > before
+        assert sum(b.num_rows for b in reader.read(partition)) == 1
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
