@@ -522,3 +522,45 @@ def test_keyed_batch_is_the_general_batch(pairs, base_offset, timestamp, epoch):
                              base_offset=base_offset, partition_leader_epoch=epoch)
     assert R.build_keyed_batch(pairs, base_offset=base_offset, timestamp=timestamp,
                                partition_leader_epoch=epoch) == expected
+
+
+walked_values = st.one_of(st.none(), st.binary(max_size=300),
+                          st.integers(60, 20_000).map(lambda n: b"v" * n))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=st.lists(st.tuples(st.integers(0, 2_000_000_000_000),
+                              st.one_of(st.none(), st.binary(max_size=200)),
+                              walked_values, header_lists), min_size=1, max_size=12),
+       cut=st.integers(1, 1_000_000))
+def test_walking_a_batch_reads_each_record_as_decoding_it_does(raw, cut):
+    """The walk that validates appends (varints of one and two bytes read in line,
+    longer ones by the general reader) agrees with full decoding, and finds a
+    record count that lies or records cut short."""
+    batch = R.build_batch(_records(raw))
+    header = R.batch_header(batch)
+    payload = memoryview(batch)[R.RECORD_BATCH_OVERHEAD:]
+    decoded = R.decode_batch(batch).records
+    assert R.walk_records(payload, len(raw)) == [
+        (r.offset - header.base_offset, r.timestamp - header.base_timestamp,
+         -1 if r.key is None else len(r.key), -1 if r.value is None else len(r.value))
+        for r in decoded]
+    with pytest.raises(R.CorruptRecordError):
+        R.walk_records(payload, len(raw) + 1)
+    with pytest.raises(R.CorruptRecordError):
+        R.walk_records(payload, len(raw) - 1)
+    with pytest.raises(R.CorruptRecordError):
+        R.walk_records(payload[:len(payload) - 1 - cut % len(payload)], len(raw))
+
+
+@pytest.mark.parametrize("size", [0, 1, 63, 64, 65, 127, 128, 8_191, 8_192, 8_193, 20_000])
+def test_walking_reads_varints_at_their_byte_boundaries(size):
+    """Lengths and deltas of 63/64 (one byte or two in zigzag) and 8191/8192 (two or
+    three): a record of ``size`` value bytes, key of the same up to 70 bytes, 70
+    records so that offset deltas pass 64, timestamps 64 ms apart."""
+    key = b"k" * min(size, 70)
+    recs = [Record(None, 1_000 + 64 * i, key, b"v" * size) for i in range(70)]
+    batch = R.build_batch(recs)
+    payload = memoryview(batch)[R.RECORD_BATCH_OVERHEAD:]
+    walked = R.walk_records(payload, len(recs))
+    assert walked == [(i, 64 * i, len(key), size) for i in range(70)]
