@@ -192,6 +192,9 @@ class Codec:
             # construct's compiled fixed-size ints unpack whatever was read:
             # a short read surfaces as struct.error.
             raise DecodeError(f"truncated message: {exc}") from None
+        except OverflowError as exc:
+            # A damaged length too large for a read (past what a C size holds).
+            raise DecodeError(f"invalid length: {exc}") from None
 
     def decode_at(self, data, pos: int):
         """Decode one message starting at ``pos`` of ``data``: (value, end position)."""
