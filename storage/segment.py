@@ -21,6 +21,7 @@ from protocol.records import (
     batch_header,
     crc_valid,
 )
+from storage.files import PREALLOCATE_MIN, preallocate
 from storage.index import OffsetIndex, TimeIndex
 
 INT32_MAX = (1 << 31) - 1
@@ -217,6 +218,8 @@ class LogSegment:
         if last_offset - self.base_offset > INT32_MAX:
             raise ValueError("offset does not fit in the segment's relative offsets")
         view = memoryview(data)
+        if len(view) >= PREALLOCATE_MIN:
+            preallocate(self.fd, position, len(view))
         written = 0
         while written < len(view):
             written += os.pwrite(self.fd, view[written:], position + written)

@@ -344,3 +344,76 @@ def test_retention_deletes_an_expired_active_segment_by_rolling_first(logdir):
     assert [s.base_offset for s in plog.segments] == [2]
     assert plog.delete_old_segments(now_ms=30_000) == 0  # the empty active segment stays
     assert plog.append(batch([b"x"], ts=30_000)).first_offset == 2
+
+
+def test_large_appends_get_their_blocks_before_the_write(logdir, monkeypatch):
+    """An append of 256 KiB or more has its blocks allocated first, in one call,
+    without the file growing before the bytes are there; smaller ones do not."""
+    from storage import files, segment
+
+    calls = []
+
+    def spy(fd, offset, length):
+        calls.append((offset, length, os.fstat(fd).st_size))
+        return files.preallocate(fd, offset, length)
+
+    monkeypatch.setattr(segment, "preallocate", spy)
+    plog = PartitionLog(logdir)
+    small = batch([b"s" * 1000])
+    large = batch([os.urandom(50_000) for _ in range(6)])  # 300 KB
+    plog.append(small)
+    plog.append(large)
+    plog.append(small)
+    assert calls == [(len(small), len(large), len(small))]
+    path = os.path.join(logdir, f"{0:020d}.log")
+    assert os.path.getsize(path) == 2 * len(small) + len(large)
+    assert [v for _o, _t, _k, v in all_records(plog)] == \
+        [b"s" * 1000] + [r.value for r in R.decode_batch(large).records] + [b"s" * 1000]
+    plog.close()
+    reopened = PartitionLog(logdir)
+    assert reopened.log_end_offset == 8
+
+
+def test_preallocating_keeps_the_file_size(tmp_path):
+    from storage import files
+
+    path = tmp_path / "f"
+    path.write_bytes(b"abc")
+    fd = os.open(path, os.O_RDWR)
+    try:
+        assert files.preallocate(fd, 3, 1 << 20)
+        st = os.fstat(fd)
+        assert st.st_size == 3
+        assert st.st_blocks * 512 >= 1 << 20
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b"abc"
+
+
+def test_appends_go_on_where_blocks_cannot_be_preallocated(logdir, monkeypatch):
+    """A file system without fallocate: appends are written as before and the call
+    is not tried again; a failure such as a full disk is left to the write itself."""
+    import ctypes
+    import errno
+
+    from storage import files
+
+    tried = []
+
+    def failing(code):
+        def fallocate(fd, mode, offset, length):
+            tried.append(code)
+            ctypes.set_errno(code)
+            return -1
+        return fallocate
+
+    monkeypatch.setattr(files, "_fallocate", failing(errno.ENOSPC))
+    plog = PartitionLog(logdir)
+    large = batch([b"x" * 300_000])
+    plog.append(large)
+    assert tried == [errno.ENOSPC] and files._fallocate is not None
+    monkeypatch.setattr(files, "_fallocate", failing(errno.EOPNOTSUPP))
+    plog.append(large)
+    plog.append(large)
+    assert tried == [errno.ENOSPC, errno.EOPNOTSUPP] and files._fallocate is None
+    assert [o for o, _t, _k, _v in all_records(plog)] == [0, 1, 2]
