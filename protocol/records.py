@@ -495,8 +495,8 @@ def walk_records(data: bytes, count: int) -> list[tuple[int, int, int, int]]:
 
     Raises ``CorruptRecordError`` where the records do not fill ``data`` exactly
     as ``count`` records of valid structure.  The hot loop of validating an
-    append: varints of one byte (and the lengths of two, records under 8 KiB)
-    are read in line, longer ones by ``_zigzag_at``.
+    append: varints of one byte, and record and value lengths of two or three
+    bytes (values under 1 MiB), are read in line, longer ones by ``_zigzag_at``.
     """
     zz = _zigzag_at
     out = []
@@ -513,6 +513,10 @@ def walk_records(data: bytes, count: int) -> list[tuple[int, int, int, int]]:
                 raw = (b & 0x7F) | (data[pos + 1] << 7)
                 length = (raw >> 1) ^ -(raw & 1)
                 pos += 2
+            elif data[pos + 2] < 0x80:
+                raw = (b & 0x7F) | ((data[pos + 1] & 0x7F) << 7) | (data[pos + 2] << 14)
+                length = (raw >> 1) ^ -(raw & 1)
+                pos += 3
             else:
                 length, pos = zz(data, pos)
             stop = pos + length
@@ -546,6 +550,10 @@ def walk_records(data: bytes, count: int) -> list[tuple[int, int, int, int]]:
                 raw = (b & 0x7F) | (data[pos + 1] << 7)
                 value_len = (raw >> 1) ^ -(raw & 1)
                 pos += 2
+            elif data[pos + 2] < 0x80:
+                raw = (b & 0x7F) | ((data[pos + 1] & 0x7F) << 7) | (data[pos + 2] << 14)
+                value_len = (raw >> 1) ^ -(raw & 1)
+                pos += 3
             else:
                 value_len, pos = zz(data, pos)
             if value_len > 0:

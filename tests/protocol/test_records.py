@@ -553,14 +553,22 @@ def test_walking_a_batch_reads_each_record_as_decoding_it_does(raw, cut):
         R.walk_records(payload[:len(payload) - 1 - cut % len(payload)], len(raw))
 
 
-@pytest.mark.parametrize("size", [0, 1, 63, 64, 65, 127, 128, 8_191, 8_192, 8_193, 20_000])
+@pytest.mark.parametrize("size", [0, 1, 63, 64, 65, 127, 128, 8_191, 8_192, 8_193, 20_000,
+                                  1_048_500, 1_048_575, 1_048_576, 2_097_152])
 def test_walking_reads_varints_at_their_byte_boundaries(size):
-    """Lengths and deltas of 63/64 (one byte or two in zigzag) and 8191/8192 (two or
-    three): a record of ``size`` value bytes, key of the same up to 70 bytes, 70
-    records so that offset deltas pass 64, timestamps 64 ms apart."""
+    """Lengths and deltas of 63/64 (one byte or two in zigzag), 8191/8192 (two or
+    three), 1048575/1048576 (three or four) and 2 MiB (four bytes, the third
+    0x80): a record of ``size`` value bytes,
+    key of the same up to 70 bytes, 70 records (3 of the largest) so that offset
+    deltas pass 64, timestamps 64 ms apart."""
     key = b"k" * min(size, 70)
-    recs = [Record(None, 1_000 + 64 * i, key, b"v" * size) for i in range(70)]
+    n = 70 if size < 100_000 else 3
+    recs = [Record(None, 1_000 + 64 * i, key, b"v" * size) for i in range(n)]
     batch = R.build_batch(recs)
     payload = memoryview(batch)[R.RECORD_BATCH_OVERHEAD:]
     walked = R.walk_records(payload, len(recs))
-    assert walked == [(i, 64 * i, len(key), size) for i in range(70)]
+    assert walked == [(i, 64 * i, len(key), size) for i in range(n)]
+    with pytest.raises(R.CorruptRecordError):
+        R.walk_records(payload, n + 1)
+    with pytest.raises(R.CorruptRecordError):
+        R.walk_records(payload[:len(payload) - 1], n)
