@@ -466,3 +466,56 @@ def test_large_legacy_message_sets_become_one_v2_batch(wire):
     (part,) = _fetch(wire, "dp-large-legacy", 0)["responses"][0]["partitions"]
     (batch,) = decode_record_set(part["records"])
     assert [r.value for r in batch.records] == [bytes([65 + i]) * 40_000 for i in range(3)]
+
+
+def _raw_partition(client, topic, partition=0) -> tuple[bytes, int]:
+    """Every batch of a partition, as Fetch sends its bytes, read up to the high
+    watermark (one Fetch reads one segment at most); and that high watermark."""
+    raw, offset = b"", 0
+    for _ in range(1000):
+        (part,) = _fetch(client, topic, offset, partition=partition)["responses"][0]["partitions"]
+        assert part["error_code"] == 0, part
+        if offset >= part["high_watermark"]:
+            return raw, part["high_watermark"]
+        batches = decode_record_set(part["records"])  # whole batches, CRCs checked
+        assert batches, part
+        raw += part["records"]
+        offset = batches[-1].next_offset
+    raise AssertionError("partition not read to its end within 1000 fetches")
+
+
+def test_a_restart_serves_the_same_bytes(make_broker, tmp_path):
+    """Fetch answers the same record-batch bytes after a clean stop and a start:
+    every codec, an idempotent producer, append times written by the broker, and
+    small segments so that the read spans several of them."""
+    data_dir = tmp_path / "bytes-restart"
+    node = make_broker(data_dir)
+    topics = {"dp-bytes": [], "dp-bytes-append-time": [("message.timestamp.type",
+                                                        "LogAppendTime")],
+              "dp-bytes-segments": [("segment.bytes", "600")]}
+    with WireClient.to(node.bootstrap) as client:
+        pid = client.call(22, 4, {"transactional_id": None,
+                                  "transaction_timeout_ms": 1000})["producer_id"]
+        for topic, configs in topics.items():
+            _create(client, topic, configs=configs)
+            sequence = 0
+            for i, codec in enumerate((compression.NONE, compression.GZIP, compression.SNAPPY,
+                                       compression.LZ4, compression.ZSTD)):
+                values = [b"%s-%d-%d" % (codec.to_bytes(1, "big"), i, n) * 8 for n in range(4)]
+                assert _produce(client, topic, _batch(*values, compression_type=codec))[
+                    "error_code"] == 0
+                assert _produce(client, topic, _batch(
+                    *values, producer_id=pid, producer_epoch=0, base_sequence=sequence,
+                    compression_type=codec))["error_code"] == 0
+                sequence += len(values)
+        before = {topic: _raw_partition(client, topic) for topic in topics}
+    segments = sorted((data_dir / "dp-bytes-segments-0").glob("*.log"))
+    assert len(segments) > 2, segments  # the read below spans several segments
+    node.stop()
+    node = make_broker(data_dir)
+    with WireClient.to(node.bootstrap) as client:
+        after = {topic: _raw_partition(client, topic) for topic in topics}
+    for topic in topics:
+        raw, high_watermark = before[topic]
+        assert high_watermark == 40 and len(decode_record_set(raw)) == 10
+        assert after[topic] == before[topic], topic
