@@ -10,8 +10,11 @@
 - v1-3 successes carry the error message "NONE" (Kafka fills it from the error
   enum); v4+ successes an empty message (Kafka 4.x).
 - Transactions are not served (a documented decision): key type TRANSACTION
-  gets the non-retriable INVALID_REQUEST with "transactions are not
-  supported", and a warning is logged.  Share groups (key type 2, v6) are not
+  gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED with "transactions are not
+  supported", and a warning is logged.  Of the codes Kafka gives here, it is
+  the one every client takes as final: librdkafka asks again every 500 ms on
+  any other (INVALID_REQUEST included) until its own timeout, while the Java
+  client, kafka-python and aiokafka stop at once on either.  Share groups (key type 2, v6) are not
   served either: INVALID_REQUEST.  Any other key type: INVALID_REQUEST for
   every key, as Kafka's failed key-type lookup.
 """
@@ -33,7 +36,7 @@ def _resolve(ctx, key_type: int) -> tuple[ErrorCode, str | None]:
     if key_type == GROUP:
         return ErrorCode.NONE, None
     if key_type == TRANSACTION:
-        return ErrorCode.INVALID_REQUEST, NO_TRANSACTIONS
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_TRANSACTIONS
     if key_type == SHARE and ctx.api_version >= 6:
         return ErrorCode.INVALID_REQUEST, "share groups are not supported"
     return ErrorCode.INVALID_REQUEST, None

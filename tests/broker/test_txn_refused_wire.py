@@ -88,7 +88,7 @@ def test_a_plain_batch_with_a_transactional_id_is_appended(wire):
 def test_find_coordinator_for_a_transaction_is_refused(wire, version):
     with structlog.testing.capture_logs() as logs:
         answer = wire.call(10, version, {"key": "shop-orders", "key_type": 1})
-    assert answer["error_code"] == E.INVALID_REQUEST
+    assert answer["error_code"] == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert answer["error_message"] == NO_TRANSACTIONS
     assert (answer["node_id"], answer["host"], answer["port"]) == (-1, "", -1)
     (warning,) = _warnings(logs, "find_coordinator.transactional_refused")
@@ -105,7 +105,7 @@ def test_batched_find_coordinator_refuses_every_transaction_key(wire, version):
         answer = wire.call(10, version, {"key_type": 1, "coordinator_keys": keys})
     assert [(c["key"], c["error_code"], c["error_message"], c["node_id"], c["host"], c["port"])
             for c in answer["coordinators"]] == [
-        (key, E.INVALID_REQUEST, NO_TRANSACTIONS, -1, "", -1) for key in keys]
+        (key, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_TRANSACTIONS, -1, "", -1) for key in keys]
     (warning,) = _warnings(logs, "find_coordinator.transactional_refused")
     assert warning["keys"] == keys and warning["reason"] == NO_TRANSACTIONS
     groups = wire.call(10, version, {"key_type": 0, "coordinator_keys": keys})

@@ -51,11 +51,6 @@ def test_aiokafka_transactional_producer_fails_to_start(broker):
     assert not error.retriable, error
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "librdkafka treats every FindCoordinator(TRANSACTION) error except "
-    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED and CLUSTER_AUTHORIZATION_FAILED as "
-    "retriable (rd_kafka_txn_handle_FindCoordinator): on kcoord's INVALID_REQUEST it asks "
-    "again every 500 ms until init_transactions times out with a retriable _TIMED_OUT"))
 def test_confluent_init_transactions_fails_fast_with_a_fatal_error(broker):
     from confluent_kafka import KafkaException, Producer
     producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "ck-txn"})
