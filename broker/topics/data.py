@@ -110,6 +110,10 @@ class FetchWaiters:
     def __len__(self) -> int:
         return sum(len(w) for w in self._waiting.values())
 
+    def parked_on(self, tp: tuple[str, int]) -> int:
+        """How many fetches wait on the partition ``tp``."""
+        return len(self._waiting.get(tp, ()))
+
 
 class ProducerIds:
     """Producer ids, never reused: the end of the block in use is on disk first."""

@@ -77,7 +77,7 @@ class Parked:
 
     def waiting_on_broker(self) -> int:
         waiters = self.node.broker.fetch_waiters
-        return self.node.call(lambda: len(waiters._waiting.get(self.tp, ())))
+        return self.node.call(lambda: waiters.parked_on(self.tp))
 
     def wait_until_parked(self, within_s: float = 10.0) -> None:
         """Until the broker holds this Fetch on its partition (bounded)."""

@@ -181,7 +181,7 @@ def _wait_for_a_parked_fetch(node, topic, within_s=20.0):
     waiters = node.broker.fetch_waiters
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
-        if node.call(lambda: len(waiters._waiting.get((topic, 0), ()))):
+        if node.call(lambda: waiters.parked_on((topic, 0))):
             return
         time.sleep(0.02)
     raise AssertionError(f"no consumer of {topic} waited within {within_s} s")
