@@ -113,6 +113,11 @@ class _Reader:
         view = find_partition(self.ctx.broker, want.name, want.partition)
         if view is None:
             return _error(want.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, unknown=True)
+        if want.topic_id != ZERO_UUID and self.ctx.broker.topics.get(want.name).topic_id \
+                != want.topic_id:
+            # A session partition named by the id of a topic since deleted and
+            # recreated under the same name (ReplicaManager.readFromLog).
+            return _error(want.partition, ErrorCode.INCONSISTENT_TOPIC_ID)
         fenced = leader_epoch_error(want.epoch, negative_skips=True)
         if fenced:
             return _error(want.partition, fenced)
@@ -224,9 +229,14 @@ def _session_wanted(ctx, session: FetchSession) -> list[_Wanted]:
     wanted = []
     for cached in session.partitions.values():
         if session.uses_topic_ids:
-            found = topics.by_id(cached.topic_id)
-            name = found.name if found is not None else None
-            wanted.append(_Wanted(name, cached.topic_id, cached, unknown_id=found is None))
+            # A partition keeps the topic name it was added with; one added under an
+            # unknown id gets a name once its id is known (CachedPartition's
+            # maybeResolveUnknownName). A deleted topic is then an unknown topic.
+            if cached.name is None:
+                found = topics.by_id(cached.topic_id)
+                cached.name = found.name if found is not None else None
+            wanted.append(_Wanted(cached.name, cached.topic_id, cached,
+                                  unknown_id=cached.name is None))
         else:
             wanted.append(_Wanted(cached.name, ZERO_UUID, cached))
     return wanted
@@ -245,12 +255,30 @@ def _new_session(ctx, wanted: list[_Wanted], answers: list[dict], by_id: bool) -
     return session.session_id
 
 
-def _changed(session: FetchSession, answers: list[dict]) -> list[int]:
-    """Indexes of the answers an incremental fetch returns; partitions that had
-    records move to the end of the session (IncrementalFetchContext)."""
+def _refused_first_rank(answer: dict) -> int:
+    """Where KafkaApis.handleFetchRequest puts a partition in its answer: the ones it
+    read first, then the ones refused before reading (``erroneous``): unknown topic
+    ids, then unknown topics or partitions, each group in request order."""
+    code = answer["error_code"]
+    if code == ErrorCode.UNKNOWN_TOPIC_ID:
+        return 1
+    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        return 2
+    return 0
+
+
+def _answer_order(answers: list[dict]) -> list[int]:
+    return sorted(range(len(answers)), key=lambda i: _refused_first_rank(answers[i]))
+
+
+def _changed(session: FetchSession, keys: list, answers: list[dict]) -> list[int]:
+    """Indexes of the answers an incremental fetch returns (``keys`` names the session
+    partition of each answer); partitions that had records move to the end of the
+    session, in answer order (IncrementalFetchContext)."""
     keep, moved = [], []
-    for i, (key, cached) in enumerate(list(session.partitions.items())):
+    for i, key in enumerate(keys):
         answer = answers[i]
+        cached = session.partitions[key]
         if cached.must_respond(answer):
             keep.append(i)
             if answer["records"]:
@@ -297,10 +325,14 @@ async def fetch(ctx, request):
         answers = await _park(ctx, reader, wait_ms, min_bytes) or answers
     if version < 4:
         await _down_convert(wanted, answers, 0 if version <= 1 else 1)
+    order = _answer_order(answers)
+    wanted = [wanted[i] for i in order]
+    answers = [answers[i] for i in order]
     session_id = INVALID_SESSION_ID
     if session is not None:
         session_id = session.session_id
-        keep = _changed(session, answers)
+        keys = list(session.partitions)
+        keep = _changed(session, [keys[i] for i in order], answers)
         wanted = [wanted[i] for i in keep]
         answers = [answers[i] for i in keep]
     elif create:
