@@ -111,8 +111,7 @@ def test_produce_refusals(diff, version):
     diff.same(0, version, _produce_body("__consumer_offsets", _batch(b"x")))
     diff.same(0, 6, _produce_body(topic, _batch(b"z", compression_type=compression.ZSTD)))
     # An empty record set: INVALID_RECORD from v3, an empty success below.
-    # (A null one gets no answer at all from Kafka 3.9; kcoord answers
-    # INVALID_RECORD, tests/broker/test_data_plane_wire.py.)
+    # (A null one gets no answer at all from Kafka: test_produce_with_null_records_is_answered.)
     diff.same(0, version, _produce_body(topic, b""))
     diff.same(0, 2, _produce_body(topic, b""))
     # Nothing of it was appended.
@@ -515,3 +514,81 @@ def test_list_offsets_v0_lists_segment_offsets(diff):
     # The same partition twice, and a partition that does not exist.
     diff.same(2, 0, {"replica_id": -1, "topics": [{"name": name, "partitions": [
         {"partition_index": p, "timestamp": -1, "max_num_offsets": 2} for p in (0, 0, 3)]}]})
+
+
+def _backwards(codec) -> bytes:
+    """Two records whose offset deltas go backwards (1 then 0), last offset delta 1."""
+    return build_batch([Record(1, TS, b"k1", b"one"), Record(0, TS + 1, b"k0", b"zero")],
+                       compression_type=codec, last_offset_delta=1)
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_produce_offsets_going_backwards(diff, version):
+    """Offsets going backwards inside a batch: a negative last offset delta is
+    INVALID_RECORD; an uncompressed batch whose record offset deltas go backwards is
+    stored as it came (only its base offset is assigned), on both; the log is then
+    the same."""
+    topic = _topic(diff)
+    for records in (_batch(b"x", last_offset_delta=-1), _batch(b"x", b"y", last_offset_delta=-1),
+                    _backwards(compression.NONE)):
+        ours, theirs = diff.ask(0, version, _produce_body(topic, records))
+        assert not differences(ours, theirs), (records[:70].hex(), differences(ours, theirs))
+    diff.same(0, version, _produce_body(topic, _batch(b"after")))
+    fetched = diff.same(1, 12, _fetch_body(topic, 0))["responses"][0]["partitions"][0]
+    assert [[(r.offset, r.value) for r in b.records] for b in decode_record_set(
+        fetched["records"])] == [[(1, b"one"), (0, b"zero")], [(2, b"after")]]
+    diff.same(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1,
+                                        "current_leader_epoch": -1}]}]})
+
+
+@pytest.mark.parametrize("codec", [compression.GZIP, compression.LZ4])
+def test_compressed_batch_with_offsets_out_of_order_is_rebuilt(diff, codec):
+    """docs/deviations.md: a compressed batch whose record offset deltas go backwards
+    is rebuilt with offsets 0, 1, ... by kcoord (what Kafka's LogValidator sets out
+    to do), where Kafka 3.9 and 4.x fail the partition with UNKNOWN_SERVER_ERROR
+    (an UnsupportedOperationException in that rebuild) and append nothing."""
+    topic = _topic(diff)
+    ours, theirs = diff.ask(0, 9, _produce_body(topic, _backwards(codec)))
+    ours, theirs = (a["responses"][0]["partition_responses"][0] for a in (ours, theirs))
+    assert (theirs["error_code"], theirs["base_offset"]) == (-1, -1)
+    assert (ours["error_code"], ours["base_offset"]) == (0, 0)
+    diff.ask(0, 9, _produce_body(topic, _batch(b"after")))  # at offset 2 and 0
+    ours, theirs = diff.ask(1, 12, _fetch_body(topic, 0))
+    (batch, after), = [decode_record_set(ours["responses"][0]["partitions"][0]["records"])]
+    assert batch.compression == codec and after.base_offset == 2
+    assert [(r.offset, r.value) for r in batch.records] == [(0, b"one"), (1, b"zero")]
+    (only,) = decode_record_set(theirs["responses"][0]["partitions"][0]["records"])
+    assert [(r.offset, r.value) for r in only.records] == [(0, b"after")]
+
+
+@pytest.mark.parametrize("version", [0, 3, 9])
+def test_produce_with_null_records_is_answered(diff, reference_pair, version):
+    """docs/deviations.md: a partition with null records. Kafka 3.9 (and 4.x) fails
+    on it with a NullPointerException (again while logging the failure), so the
+    request is never answered and its connection answers nothing more; kcoord
+    answers INVALID_RECORD and keeps serving the connection. Neither appends."""
+    topic = _topic(diff)
+    _kcoord, kafka = reference_pair("legacy")
+
+    def failures() -> int:
+        return open(kafka.log_path, errors="replace").read().count(
+            "PartitionProduceData.records()")
+
+    seen = failures()
+    with WireClient.to(diff.kafka.bootstrap) as client:
+        client.send(0, version, _produce_body(topic, None))
+        deadline = time.monotonic() + 30
+        while failures() == seen:
+            assert time.monotonic() < deadline, "Kafka did not fail on null records"
+            time.sleep(0.05)
+        client.sock.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            client.recv_frame()
+    with WireClient.to(diff.kcoord.bootstrap) as client:
+        answer = client.call(0, version, _produce_body(topic, None))
+        part = answer["responses"][0]["partition_responses"][0]
+        assert (part["error_code"], part["base_offset"]) == (87, -1)  # INVALID_RECORD
+        assert client.call(18, 0, {})["error_code"] == 0  # the connection still serves
+    fetched = diff.same(1, 12, _fetch_body(topic, 0))["responses"][0]["partitions"][0]
+    assert (fetched["high_watermark"], fetched["records"]) == (0, b"")
