@@ -8,8 +8,9 @@
 - Records are never null. Errors carry high watermark, last stable offset and
   log start offset -1 (ReplicaManager.createLogReadResult).
 - An offset outside [log start, log end]: OFFSET_OUT_OF_RANGE. A current leader
-  epoch above 0 (v9+): UNKNOWN_LEADER_EPOCH; any negative one means none given. Unknown topic: UNKNOWN_TOPIC_OR_PARTITION, or UNKNOWN_TOPIC_ID for a
-  topic id (v13+, where topics are named by id).
+  epoch above 0 (v9+): UNKNOWN_LEADER_EPOCH; any negative one means none given.
+  Unknown topic: UNKNOWN_TOPIC_OR_PARTITION, or UNKNOWN_TOPIC_ID for a topic id
+  (v13+, where topics are named by id).
 - Long poll: with ``max_wait_ms`` > 0, fewer than ``min_bytes`` available and
   no error, the request waits in the fetch purgatory
   (``broker.topics.data.FetchWaiters``) until an append to one of its
@@ -24,6 +25,12 @@
 - Fetch sessions (v7+, KIP-227, ``broker.topics.fetch_sessions``): a full
   fetch with epoch 0 opens a session; incremental fetches name only what
   changed and are answered with only the partitions that have something new.
+  A session by topic ids keeps each partition's topic name: once that topic is
+  deleted its partitions get UNKNOWN_TOPIC_OR_PARTITION, and once a topic of
+  that name is created again (a new id) INCONSISTENT_TOPIC_ID.
+- Answer order (KafkaApis.handleFetchRequest): the partitions that were read,
+  in request (or session) order, then those refused before reading: unknown
+  topic ids, then unknown topics or partitions.
 """
 
 from __future__ import annotations
