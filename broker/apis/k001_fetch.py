@@ -8,8 +8,9 @@
 - Records are never null. Errors carry high watermark, last stable offset and
   log start offset -1 (ReplicaManager.createLogReadResult).
 - An offset outside [log start, log end]: OFFSET_OUT_OF_RANGE. A current leader
-  epoch above 0 (v9+): UNKNOWN_LEADER_EPOCH; any negative one means none given. Unknown topic: UNKNOWN_TOPIC_OR_PARTITION, or UNKNOWN_TOPIC_ID for a
-  topic id (v13+, where topics are named by id).
+  epoch above 0 (v9+): UNKNOWN_LEADER_EPOCH; any negative one means none given.
+  Unknown topic: UNKNOWN_TOPIC_OR_PARTITION, or UNKNOWN_TOPIC_ID for a topic id
+  (v13+, where topics are named by id).
 - Long poll: with ``max_wait_ms`` > 0, fewer than ``min_bytes`` available and
   no error, the request waits in the fetch purgatory
   (``broker.topics.data.FetchWaiters``) until an append to one of its
@@ -24,6 +25,12 @@
 - Fetch sessions (v7+, KIP-227, ``broker.topics.fetch_sessions``): a full
   fetch with epoch 0 opens a session; incremental fetches name only what
   changed and are answered with only the partitions that have something new.
+  A session by topic ids keeps each partition's topic name: once that topic is
+  deleted its partitions get UNKNOWN_TOPIC_OR_PARTITION, and once a topic of
+  that name is created again (a new id) INCONSISTENT_TOPIC_ID.
+- Answer order (KafkaApis.handleFetchRequest): the partitions that were read,
+  in request (or session) order, then those refused before reading: unknown
+  topic ids, then unknown topics or partitions.
 """
 
 from __future__ import annotations
@@ -113,6 +120,11 @@ class _Reader:
         view = find_partition(self.ctx.broker, want.name, want.partition)
         if view is None:
             return _error(want.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, unknown=True)
+        if want.topic_id != ZERO_UUID and self.ctx.broker.topics.get(want.name).topic_id \
+                != want.topic_id:
+            # A session partition named by the id of a topic since deleted and
+            # recreated under the same name (ReplicaManager.readFromLog).
+            return _error(want.partition, ErrorCode.INCONSISTENT_TOPIC_ID)
         fenced = leader_epoch_error(want.epoch, negative_skips=True)
         if fenced:
             return _error(want.partition, fenced)
@@ -224,9 +236,14 @@ def _session_wanted(ctx, session: FetchSession) -> list[_Wanted]:
     wanted = []
     for cached in session.partitions.values():
         if session.uses_topic_ids:
-            found = topics.by_id(cached.topic_id)
-            name = found.name if found is not None else None
-            wanted.append(_Wanted(name, cached.topic_id, cached, unknown_id=found is None))
+            # A partition keeps the topic name it was added with; one added under an
+            # unknown id gets a name once its id is known (CachedPartition's
+            # maybeResolveUnknownName). A deleted topic is then an unknown topic.
+            if cached.name is None:
+                found = topics.by_id(cached.topic_id)
+                cached.name = found.name if found is not None else None
+            wanted.append(_Wanted(cached.name, cached.topic_id, cached,
+                                  unknown_id=cached.name is None))
         else:
             wanted.append(_Wanted(cached.name, ZERO_UUID, cached))
     return wanted
@@ -245,12 +262,30 @@ def _new_session(ctx, wanted: list[_Wanted], answers: list[dict], by_id: bool) -
     return session.session_id
 
 
-def _changed(session: FetchSession, answers: list[dict]) -> list[int]:
-    """Indexes of the answers an incremental fetch returns; partitions that had
-    records move to the end of the session (IncrementalFetchContext)."""
+def _refused_first_rank(answer: dict) -> int:
+    """Where KafkaApis.handleFetchRequest puts a partition in its answer: the ones it
+    read first, then the ones refused before reading (``erroneous``): unknown topic
+    ids, then unknown topics or partitions, each group in request order."""
+    code = answer["error_code"]
+    if code == ErrorCode.UNKNOWN_TOPIC_ID:
+        return 1
+    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        return 2
+    return 0
+
+
+def _answer_order(answers: list[dict]) -> list[int]:
+    return sorted(range(len(answers)), key=lambda i: _refused_first_rank(answers[i]))
+
+
+def _changed(session: FetchSession, keys: list, answers: list[dict]) -> list[int]:
+    """Indexes of the answers an incremental fetch returns (``keys`` names the session
+    partition of each answer); partitions that had records move to the end of the
+    session, in answer order (IncrementalFetchContext)."""
     keep, moved = [], []
-    for i, (key, cached) in enumerate(list(session.partitions.items())):
+    for i, key in enumerate(keys):
         answer = answers[i]
+        cached = session.partitions[key]
         if cached.must_respond(answer):
             keep.append(i)
             if answer["records"]:
@@ -297,10 +332,14 @@ async def fetch(ctx, request):
         answers = await _park(ctx, reader, wait_ms, min_bytes) or answers
     if version < 4:
         await _down_convert(wanted, answers, 0 if version <= 1 else 1)
+    order = _answer_order(answers)
+    wanted = [wanted[i] for i in order]
+    answers = [answers[i] for i in order]
     session_id = INVALID_SESSION_ID
     if session is not None:
         session_id = session.session_id
-        keep = _changed(session, answers)
+        keys = list(session.partitions)
+        keep = _changed(session, [keys[i] for i in order], answers)
         wanted = [wanted[i] for i in keep]
         answers = [answers[i] for i in keep]
     elif create:

@@ -9,14 +9,21 @@
 - T >= 0: the first record with a timestamp >= T, through the time index;
   -1/-1 if there is none. The leader epoch is 0 wherever an offset is found.
 - A special value before its version, or any other negative one:
-  UNSUPPORTED_VERSION for that partition. The same partition twice:
-  INVALID_REQUEST for it (KafkaApis.handleListOffsetRequest).
-- v0 answers ``old_style_offsets``: [high watermark] for -1, [log start] for
-  -2, [] otherwise (Kafka's legacy segment list is not kept).
+  UNSUPPORTED_VERSION for that partition. The same partition twice (v1+):
+  INVALID_REQUEST for it (KafkaApis.handleListOffsetRequestV1AndAbove).
+- v0 (UnifiedLog.legacyFetchOffsetsBefore) answers ``old_style_offsets``, newest
+  first and at most ``max_num_offsets`` of them, from the list of (segment base
+  offset, the segment file's modification time), plus (log end offset, now)
+  when the active segment holds data: -1 starts at the end of that list, -2 at
+  its start, a time T at the last entry written at or before T. For a consumer
+  (replica id -1) offsets past the high watermark are replaced by it. A
+  negative ``max_num_offsets`` fails the partition with UNKNOWN_SERVER_ERROR,
+  as Kafka's array allocation does.
 """
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 from broker.apis import api
@@ -24,19 +31,18 @@ from broker.topics.data import LEADER_EPOCH, NO_EPOCH, find_partition, leader_ep
 from protocol.errors import ErrorCode
 from protocol.records import LOG_APPEND_TIME, decode_batch, iter_entries
 from storage.errors import StorageError
+from storage.log import wall_clock_ms
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+CONSUMER_REPLICA = -1
 DEBUG_REPLICA = -2
 READ_COMMITTED = 1
 _MIN_VERSION = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 
 
-def _found(index: int, timestamp: int, offset: int, epoch: int, version: int) -> dict:
-    answer = {"partition_index": index, "error_code": ErrorCode.NONE, "timestamp": timestamp,
-              "offset": offset, "leader_epoch": epoch, "old_style_offsets": []}
-    if version == 0 and offset >= 0:
-        answer["old_style_offsets"] = [offset]
-    return answer
+def _found(index: int, timestamp: int, offset: int, epoch: int) -> dict:
+    return {"partition_index": index, "error_code": ErrorCode.NONE, "timestamp": timestamp,
+            "offset": offset, "leader_epoch": epoch, "old_style_offsets": []}
 
 
 def _error(index: int, code: ErrorCode) -> dict:
@@ -63,6 +69,50 @@ def _max_timestamp(plog) -> tuple[int, int]:
     return found.timestamp, found.offset
 
 
+def _segment_times(view) -> list[tuple[int, int]]:
+    """(first offset, last modified ms) of each segment, and (log end, now) if the
+    active segment holds data."""
+    plog = view.log
+    now = wall_clock_ms()
+    if plog is None:  # not written yet: one empty segment, made now
+        return [(0, now)]
+    segments = list(plog.segments)
+    start = plog.log_start_offset
+    times = []
+    for segment in segments:
+        try:
+            modified = os.stat(segment.log_path).st_mtime_ns // 1_000_000
+        except OSError:
+            continue  # deleted by retention meanwhile
+        times.append((max(segment.base_offset, start), modified))
+    if segments[-1].size > 0:
+        times.append((plog.log_end_offset, now))
+    return times
+
+
+def _legacy_offsets(request, view, part) -> dict:
+    index, target, wanted = part.partition_index, part.timestamp, part.max_num_offsets
+    if wanted < 0:
+        return _error(index, ErrorCode.UNKNOWN_SERVER_ERROR)
+    times = _segment_times(view)
+    if target == LATEST:
+        first = len(times) - 1
+    elif target == EARLIEST:
+        first = 0
+    else:
+        first = len(times) - 1
+        while first >= 0 and times[first][1] > target:
+            first -= 1
+    count = min(wanted, first + 1)
+    offsets = sorted((times[first - j][0] for j in range(count)), reverse=True)
+    if request.replica_id == CONSUMER_REPLICA:
+        high_watermark = view.high_watermark
+        if any(o > high_watermark for o in offsets):
+            offsets = [high_watermark] + [o for o in offsets if o <= high_watermark]
+    return {"partition_index": index, "error_code": ErrorCode.NONE, "timestamp": -1,
+            "offset": -1, "leader_epoch": -1, "old_style_offsets": offsets}
+
+
 def _lookup(broker, request, version: int, name: str, part) -> dict:
     index, target = part.partition_index, part.timestamp
     view = find_partition(broker, name, index)
@@ -73,6 +123,8 @@ def _lookup(broker, request, version: int, name: str, part) -> dict:
         return _error(index, fenced)
     if target < 0 and (target not in _MIN_VERSION or version < _MIN_VERSION[target]):
         return _error(index, ErrorCode.UNSUPPORTED_VERSION)
+    if version == 0:
+        return _legacy_offsets(request, view, part)
     if target == LATEST:
         if request.replica_id == DEBUG_REPLICA:
             offset = view.log_end_offset
@@ -80,16 +132,14 @@ def _lookup(broker, request, version: int, name: str, part) -> dict:
             offset = view.last_stable_offset
         else:
             offset = view.high_watermark
-        return _found(index, -1, offset, LEADER_EPOCH, version)
+        return _found(index, -1, offset, LEADER_EPOCH)
     if target in (EARLIEST, EARLIEST_LOCAL):
-        return _found(index, -1, view.log_start_offset, LEADER_EPOCH, version)
+        return _found(index, -1, view.log_start_offset, LEADER_EPOCH)
     if target == LATEST_TIERED:
-        return _found(index, -1, -1, NO_EPOCH, version)
-    if version == 0:
-        return _found(index, -1, -1, NO_EPOCH, version)
+        return _found(index, -1, -1, NO_EPOCH)
     plog = view.log
     if plog is None:
-        return _found(index, -1, -1, NO_EPOCH, version)
+        return _found(index, -1, -1, NO_EPOCH)
     try:
         if target == MAX_TIMESTAMP:
             timestamp, offset = _max_timestamp(plog)
@@ -99,8 +149,8 @@ def _lookup(broker, request, version: int, name: str, part) -> dict:
     except StorageError as exc:
         return _error(index, exc.code)
     if offset < 0:
-        return _found(index, -1, -1, NO_EPOCH, version)
-    return _found(index, timestamp, offset, LEADER_EPOCH, version)
+        return _found(index, -1, -1, NO_EPOCH)
+    return _found(index, timestamp, offset, LEADER_EPOCH)
 
 
 @api(key=2, versions=(0, 9))
@@ -112,7 +162,7 @@ def list_offsets(ctx, request):
     for topic in request.topics:
         partitions = []
         for part in topic.partitions:
-            if seen[(topic.name, part.partition_index)] > 1:
+            if version >= 1 and seen[(topic.name, part.partition_index)] > 1:
                 partitions.append(_error(part.partition_index, ErrorCode.INVALID_REQUEST))
             else:
                 partitions.append(_lookup(broker, request, version, topic.name, part))

@@ -5,6 +5,7 @@ answer the same, stored batches byte for byte, error cases included."""
 from __future__ import annotations
 
 import itertools
+import uuid
 import struct
 import time
 import re
@@ -77,7 +78,7 @@ def test_produce_and_fetch_the_same_bytes(diff, version):
     topic = _topic(diff)
     for codec in (compression.NONE, compression.GZIP, compression.LZ4):
         diff.same(0, version, _produce_body(topic, _batch(b"a", b"bb", compression_type=codec)))
-    for fetch_version in (4, 11, 12):
+    for fetch_version in (4, 5, 6, 7, 8, 9, 10, 11, 12):
         for offset in (0, 3, 6):
             diff.same(1, fetch_version, _fetch_body(topic, offset))
     diff.same(1, 12, _fetch_body(topic, 0, isolation_level=1))
@@ -110,8 +111,7 @@ def test_produce_refusals(diff, version):
     diff.same(0, version, _produce_body("__consumer_offsets", _batch(b"x")))
     diff.same(0, 6, _produce_body(topic, _batch(b"z", compression_type=compression.ZSTD)))
     # An empty record set: INVALID_RECORD from v3, an empty success below.
-    # (A null one gets no answer at all from Kafka 3.9; kcoord answers
-    # INVALID_RECORD, tests/broker/test_data_plane_wire.py.)
+    # (A null one gets no answer at all from Kafka: test_produce_with_null_records_is_answered.)
     diff.same(0, version, _produce_body(topic, b""))
     diff.same(0, 2, _produce_body(topic, b""))
     # Nothing of it was appended.
@@ -132,10 +132,9 @@ def test_list_offsets(diff):
     topic = _topic(diff)
     for ts in (1000, 3000, 2000):
         diff.same(0, 9, _produce_body(topic, build_batch([Record(None, ts, b"k", b"v")])))
-    for version in (1, 2, 4, 7, 9):
-        for timestamp in (-1, -2, -3, 0, 1500, 2500, 3001):
-            if timestamp == -3 and version < 7:
-                continue
+    for version in (1, 2, 4, 7, 8, 9):
+        # -3, -4 and -5 are also asked of the versions before theirs.
+        for timestamp in (-1, -2, -3, -4, -5, -6, 0, 1500, 2500, 3001):
             diff.same(2, version, {"replica_id": -1, "isolation_level": 0, "topics": [
                 {"name": topic, "partitions": [{"partition_index": 0, "timestamp": timestamp,
                                                 "current_leader_epoch": -1}]}]})
@@ -148,8 +147,8 @@ def test_list_offsets(diff):
 def test_offset_for_leader_epoch(diff):
     topic = _topic(diff)
     diff.same(0, 9, _produce_body(topic, _batch(b"a", b"b")))
-    for version in (2, 3, 4):
-        for epoch, current in ((0, -1), (1, -1), (0, 0), (0, 3)):
+    for version in (0, 1, 2, 3, 4):
+        for epoch, current in ((0, -1), (1, -1), (-3, -1), (0, 0), (0, 3)):
             diff.same(23, version, {"replica_id": -1, "topics": [{"topic": topic, "partitions": [
                 {"partition": 0, "current_leader_epoch": current, "leader_epoch": epoch}]}]})
 
@@ -300,3 +299,296 @@ def test_topic_configs_applied_to_produce(diff, configs):
         part["records"] = [(b.compression, b.timestamp_type, b.base_offset,
                             [(r.offset, r.key, r.value) for r in b.records]) for b in batches]
     assert not differences(ours, theirs), differences(ours, theirs)
+
+
+# -- Fetch by topic id (v13+) ------------------------------------------------------------
+
+
+def _learn_ids(d: Differential, *names: str) -> None:
+    """Metadata v12 on both sides, which records each side's topic ids (``Side.topic_ids``)."""
+    d.same(3, 12, {"topics": [{"name": n, "topic_id": uuid.UUID(int=0)} for n in names],
+                   "allow_auto_topic_creation": False})
+
+
+def _id_fetch_body(topic_ids, partitions=(0,), offset=0, session_id=0, epoch=-1,
+                   forgotten=(), max_bytes=1 << 20):
+    """A v13+ fetch naming topics by id: ``topic_ids`` and ``forgotten`` are lists of
+    (topic id, partitions)."""
+    return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": max_bytes,
+            "isolation_level": 0, "session_id": session_id, "session_epoch": epoch,
+            "topics": [{"topic_id": tid, "partitions": [
+                {"partition": p, "fetch_offset": offset, "partition_max_bytes": 1 << 20,
+                 "current_leader_epoch": -1, "last_fetched_epoch": -1, "log_start_offset": -1}
+                for p in parts]} for tid, parts in topic_ids],
+            "forgotten_topics_data": [{"topic_id": tid, "partitions": list(parts)}
+                                      for tid, parts in forgotten]}
+
+
+def _delete_topic(d: Differential, name: str, timeout: float = 30) -> None:
+    """DeleteTopics on both sides, then wait until neither lists the topic."""
+    assert d.same(20, 6, {"topics": [{"name": name, "topic_id": uuid.UUID(int=0)}],
+                          "timeout_ms": 10000})["responses"][0]["error_code"] == 0
+    for side in (d.kcoord, d.kafka):
+        deadline = time.monotonic() + timeout
+        with WireClient.to(side.bootstrap) as client:
+            while client.call(3, 4, {"topics": [{"name": name}], "allow_auto_topic_creation":
+                                     False})["topics"][0]["error_code"] != 3:
+                assert time.monotonic() < deadline, f"{side.name}: {name} not deleted"
+                time.sleep(0.05)
+
+
+def _recreate_topic(d: Differential, name: str, timeout: float = 30) -> None:
+    """Kafka may still be removing the old topic's log: retry TOPIC_ALREADY_EXISTS (36)."""
+    body = {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1,
+                        "assignments": [], "configs": []}],
+            "timeout_ms": 10000, "validate_only": False}
+    for side in (d.kcoord, d.kafka):
+        deadline = time.monotonic() + timeout
+        while (code := d._ask(side, 19, 4, body)["topics"][0]["error_code"]) == 36:
+            assert time.monotonic() < deadline, f"{side.name}: {name} not recreated"
+            time.sleep(0.05)
+        assert code == 0, (side.name, code)
+        d.wait_for_topics(side, [name], timeout)
+    _wait_until_fetchable(d, name, 1)
+
+
+@pytest.mark.parametrize("version", [13, 14, 15, 16, 17])
+def test_fetch_by_topic_id(diff, version):
+    """Full fetches naming topics by id: records, the topic id echoed, an unknown id
+    answered UNKNOWN_TOPIC_ID next to a known one, and errors of a known topic."""
+    topic = _topic(diff, partitions=2)
+    diff.same(0, 9, _produce_body(topic, _batch(b"a", b"bb", compression_type=compression.GZIP)))
+    diff.same(0, 9, _produce_body(topic, _batch(b"c"), partition=1))
+    _learn_ids(diff, topic)
+    unknown = uuid.UUID(int=0x5EED)
+    for offset in (0, 2, 3):
+        answer = diff.same(1, version, lambda side: _id_fetch_body(
+            [(side.topic_ids[topic], (0, 1))], offset=offset))
+        assert answer["responses"][0]["topic_id"] == "<topic-id-0>"
+    answer = diff.same(1, version, lambda side: _id_fetch_body(
+        [(unknown, (0,)), (side.topic_ids[topic], (0, 7))]))
+    codes = [(p["partition_index"], p["error_code"])
+             for t in answer["responses"] for p in t["partitions"]]
+    assert (0, 100) in codes and (7, 3) in codes  # UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION
+    diff.same(1, version, _id_fetch_body([(unknown, (0,))]))
+
+
+@pytest.mark.parametrize("version", [13, 17])
+def test_fetch_sessions_by_topic_id(diff, version):
+    """A session keyed by topic ids: full, incremental, forgotten by id, a session
+    of ids asked by names, and a topic deleted and recreated fetched by its old id."""
+    topic = _topic(diff, partitions=2)
+    other = _topic(diff)
+    diff.same(0, 9, _produce_body(topic, _batch(b"a", b"b")))
+    _learn_ids(diff, topic, other)
+    sessions = {}
+
+    def fetch(epoch, topics=(), forgotten=(), new_session=False, v=version, offset=None):
+        answers = {}
+        for side in (diff.kcoord, diff.kafka):
+            ids = side.topic_ids
+            body = _id_fetch_body([(ids.get(n, n), ps) for n, ps in topics],
+                                  session_id=0 if new_session else sessions[side.name],
+                                  epoch=epoch, offset=offset or 0,
+                                  forgotten=[(ids.get(n, n), ps) for n, ps in forgotten])
+            answer = diff._ask(side, 1, v, body)
+            if new_session:
+                sessions[side.name] = answer["session_id"]
+            answer["session_id"] = "open" if answer["session_id"] else 0
+            answers[side.name] = answer
+        ours, theirs = answers[diff.kcoord.name], answers[diff.kafka.name]
+        assert not differences(ours, theirs), differences(ours, theirs)
+        return ours
+
+    def parts(answer):
+        return [(t["topic_id"], p["partition_index"], p["error_code"], len(p["records"]))
+                for t in answer["responses"] for p in t["partitions"]]
+
+    opened = fetch(0, [(topic, (0, 1)), (other, (0,))], new_session=True)
+    assert opened["session_id"] == "open" and len(parts(opened)) == 3
+    assert [p[:2] for p in parts(fetch(1))] == [("<topic-id-0>", 0)]  # only what has records
+    assert fetch(2, [(topic, (0,))], offset=2)["responses"] == []
+    diff.same(0, 9, _produce_body(other, _batch(b"o")))
+    assert [p[:2] for p in parts(fetch(3))] == [("<topic-id-1>", 0)]
+    diff.same(0, 9, _produce_body(topic, _batch(b"c"), partition=1))
+    # News on partition 1, but it is forgotten (by id) as the client moves on in `other`.
+    assert fetch(4, [(other, (0,))], offset=1, forgotten=[(topic, (1,))])["responses"] == []
+    # A session by ids asked with names (v12): FETCH_SESSION_TOPIC_ID_ERROR.
+    assert fetch(5, v=12)["error_code"] == 106
+    # The topic goes away: the session's partition keeps the topic's name, so it
+    # answers UNKNOWN_TOPIC_OR_PARTITION.
+    _delete_topic(diff, other)
+    gone = fetch(5)
+    assert ("<topic-id-1>", 0, 3, 0) in parts(gone), parts(gone)
+    # It comes back under a new id. The session still names the old id under the
+    # same name: INCONSISTENT_TOPIC_ID. A new full fetch by the old id gets
+    # UNKNOWN_TOPIC_ID; the new id reads the new topic.
+    _recreate_topic(diff, other)
+    _learn_ids(diff, other)
+    assert all(side.label(side.topic_ids[other]) == "<topic-id-2>"
+               for side in (diff.kcoord, diff.kafka))
+    diff.same(0, 9, _produce_body(other, _batch(b"new")))
+    assert parts(fetch(6)) == [("<topic-id-1>", 0, 103, 0)]
+
+    def old_id(side):
+        return next(i for i, label in side._labels.items() if label == "<topic-id-1>")
+
+    by_old_id = diff.same(1, version, lambda side: _id_fetch_body([(old_id(side), (0,))]))
+    assert [p["error_code"] for p in by_old_id["responses"][0]["partitions"]] == [100]
+    by_new_id = diff.same(1, version, lambda side: _id_fetch_body(
+        [(side.topic_ids[other], (0,))]))
+    assert by_new_id["responses"][0]["topic_id"] == "<topic-id-2>"
+    assert by_new_id["responses"][0]["partitions"][0]["high_watermark"] == 1
+    assert fetch(-1, [(topic, (0,))])["session_id"] == 0  # closed
+    assert fetch(7)["error_code"] == 70  # FETCH_SESSION_ID_NOT_FOUND
+
+
+# -- InitProducerId, OffsetForLeaderEpoch v0-1, ListOffsets -4/-5 and v0 -----------------
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5])
+def test_init_producer_id_allocates(diff, version):
+    """The idempotent producer's id: each broker allocates its own ids (normalized to
+    whether one was given); error, epoch and throttle time must be Kafka's."""
+    body = {"transactional_id": None, "transaction_timeout_ms": 60000,
+            "producer_id": -1, "producer_epoch": -1}
+    ours = diff._ask(diff.kcoord, 22, version, body)
+    deadline = time.monotonic() + 30
+    # Kafka answers COORDINATOR_LOAD_IN_PROGRESS (14, retriable) until its controller
+    # has given it a block of producer ids; clients retry.
+    while (theirs := diff._ask(diff.kafka, 22, version, body))["error_code"] == 14:
+        assert time.monotonic() < deadline, theirs
+        time.sleep(0.05)
+    for answer in (ours, theirs):
+        assert answer["producer_id"] >= 0, answer
+        answer["producer_id"] = "<allocated>"
+    assert not differences(ours, theirs), differences(ours, theirs)
+    assert ours["producer_epoch"] == 0 and ours["error_code"] == 0
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def test_list_offsets_v0_lists_segment_offsets(diff):
+    """ListOffsets v0 (Kafka 3.9 only) answers the offsets where segments start, newest
+    first, up to ``max_num_offsets``: the log end offset and the segments for -1, the
+    log start for -2, and for a time T the segments last written at or before T
+    (UnifiedLog.legacyFetchOffsetsBefore)."""
+    name = f"dd-{next(_names)}"
+    diff.same(19, 4, {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1,
+                                   "assignments": [],
+                                   "configs": [{"name": "segment.bytes", "value": "200"}]}],
+                      "timeout_ms": 10000, "validate_only": False})
+    for side in (diff.kcoord, diff.kafka):
+        diff.wait_for_topics(side, [name])
+    _wait_until_fetchable(diff, name, 1)
+
+    def v0(timestamp, max_num_offsets, replica_id=-1):
+        return diff.same(2, 0, {"replica_id": replica_id, "topics": [{"name": name, "partitions": [
+            {"partition_index": 0, "timestamp": timestamp,
+             "max_num_offsets": max_num_offsets}]}]})["topics"][0]["partitions"][0]
+
+    assert v0(-1, 5)["old_style_offsets"] == [0]  # one empty segment
+    assert v0(-2, 5)["old_style_offsets"] == [0]
+    for i in range(3):  # about 110 bytes each: two batches per 200-byte segment
+        diff.same(0, 9, _produce_body(name, _batch(b"v" * 40, b"w" * 10)))
+    between = _now_ms()
+    # File times come from the kernel's coarse clock (a tick behind at most):
+    # the next writes must carry a file time clearly after `between`.
+    time.sleep(0.05)
+    for i in range(3):
+        diff.same(0, 9, _produce_body(name, _batch(b"v" * 40, b"w" * 10)))
+    latest = v0(-1, 10)["old_style_offsets"]
+    assert len(latest) > 2 and latest[0] == 12 and latest == sorted(latest, reverse=True)
+    for max_num in (0, 1, 2, 100):
+        v0(-1, max_num)
+        v0(-2, max_num)
+        v0(between, max_num)
+        v0(0, max_num)  # before every segment: nothing
+        v0(_now_ms() + 3_600_000, max_num)
+    v0(-1, 3, replica_id=-2)
+    for timestamp in (-1, -2, 0, between):
+        v0(timestamp, -1)  # a negative count: Kafka fails the partition
+    v0(-3, 5)
+    # The same partition twice, and a partition that does not exist.
+    diff.same(2, 0, {"replica_id": -1, "topics": [{"name": name, "partitions": [
+        {"partition_index": p, "timestamp": -1, "max_num_offsets": 2} for p in (0, 0, 3)]}]})
+
+
+def _backwards(codec) -> bytes:
+    """Two records whose offset deltas go backwards (1 then 0), last offset delta 1."""
+    return build_batch([Record(1, TS, b"k1", b"one"), Record(0, TS + 1, b"k0", b"zero")],
+                       compression_type=codec, last_offset_delta=1)
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_produce_offsets_going_backwards(diff, version):
+    """Offsets going backwards inside a batch: a negative last offset delta is
+    INVALID_RECORD; an uncompressed batch whose record offset deltas go backwards is
+    stored as it came (only its base offset is assigned), on both; the log is then
+    the same."""
+    topic = _topic(diff)
+    for records in (_batch(b"x", last_offset_delta=-1), _batch(b"x", b"y", last_offset_delta=-1),
+                    _backwards(compression.NONE)):
+        ours, theirs = diff.ask(0, version, _produce_body(topic, records))
+        assert not differences(ours, theirs), (records[:70].hex(), differences(ours, theirs))
+    diff.same(0, version, _produce_body(topic, _batch(b"after")))
+    fetched = diff.same(1, 12, _fetch_body(topic, 0))["responses"][0]["partitions"][0]
+    assert [[(r.offset, r.value) for r in b.records] for b in decode_record_set(
+        fetched["records"])] == [[(1, b"one"), (0, b"zero")], [(2, b"after")]]
+    diff.same(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1,
+                                        "current_leader_epoch": -1}]}]})
+
+
+@pytest.mark.parametrize("codec", [compression.GZIP, compression.LZ4])
+def test_compressed_batch_with_offsets_out_of_order_is_rebuilt(diff, codec):
+    """docs/deviations.md: a compressed batch whose record offset deltas go backwards
+    is rebuilt with offsets 0, 1, ... by kcoord (what Kafka's LogValidator sets out
+    to do), where Kafka 3.9 and 4.x fail the partition with UNKNOWN_SERVER_ERROR
+    (an UnsupportedOperationException in that rebuild) and append nothing."""
+    topic = _topic(diff)
+    ours, theirs = diff.ask(0, 9, _produce_body(topic, _backwards(codec)))
+    ours, theirs = (a["responses"][0]["partition_responses"][0] for a in (ours, theirs))
+    assert (theirs["error_code"], theirs["base_offset"]) == (-1, -1)
+    assert (ours["error_code"], ours["base_offset"]) == (0, 0)
+    diff.ask(0, 9, _produce_body(topic, _batch(b"after")))  # at offset 2 and 0
+    ours, theirs = diff.ask(1, 12, _fetch_body(topic, 0))
+    (batch, after), = [decode_record_set(ours["responses"][0]["partitions"][0]["records"])]
+    assert batch.compression == codec and after.base_offset == 2
+    assert [(r.offset, r.value) for r in batch.records] == [(0, b"one"), (1, b"zero")]
+    (only,) = decode_record_set(theirs["responses"][0]["partitions"][0]["records"])
+    assert [(r.offset, r.value) for r in only.records] == [(0, b"after")]
+
+
+@pytest.mark.parametrize("version", [0, 3, 9])
+def test_produce_with_null_records_is_answered(diff, reference_pair, version):
+    """docs/deviations.md: a partition with null records. Kafka 3.9 (and 4.x) fails
+    on it with a NullPointerException (again while logging the failure), so the
+    request is never answered and its connection answers nothing more; kcoord
+    answers INVALID_RECORD and keeps serving the connection. Neither appends."""
+    topic = _topic(diff)
+    _kcoord, kafka = reference_pair("legacy")
+
+    def failures() -> int:
+        return open(kafka.log_path, errors="replace").read().count(
+            "PartitionProduceData.records()")
+
+    seen = failures()
+    with WireClient.to(diff.kafka.bootstrap) as client:
+        client.send(0, version, _produce_body(topic, None))
+        deadline = time.monotonic() + 30
+        while failures() == seen:
+            assert time.monotonic() < deadline, "Kafka did not fail on null records"
+            time.sleep(0.05)
+        client.sock.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            client.recv_frame()
+    with WireClient.to(diff.kcoord.bootstrap) as client:
+        answer = client.call(0, version, _produce_body(topic, None))
+        part = answer["responses"][0]["partition_responses"][0]
+        assert (part["error_code"], part["base_offset"]) == (87, -1)  # INVALID_RECORD
+        assert client.call(18, 0, {})["error_code"] == 0  # the connection still serves
+    fetched = diff.same(1, 12, _fetch_body(topic, 0))["responses"][0]["partitions"][0]
+    assert (fetched["high_watermark"], fetched["records"]) == (0, b"")
