@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys

@@ -15,37 +15,16 @@ from protocol.errors import ErrorCode
 from protocol.messages.produce import PRODUCE
 from protocol.records import Record, build_batch, build_legacy, decode_record_set
 from protocol.headers import frame_request
+from tests.broker.wire_ops import create_topic as _create
+from tests.broker.wire_ops import produce as _produce
 from tests.reference.client import WireClient
 
 E = ErrorCode
 
 
-@pytest.fixture
-def wire(broker):
-    with WireClient.to(broker.bootstrap, client_id="wire-tests") as client:
-        yield client
-
-
-def _create(wire, name, partitions=1, configs=()):
-    answer = wire.call(19, 5, {"topics": [{"name": name, "num_partitions": partitions,
-                                           "replication_factor": 1,
-                                           "configs": [{"name": k, "value": v}
-                                                       for k, v in configs]}],
-                               "timeout_ms": 5000})
-    assert answer["topics"][0]["error_code"] == 0, answer
-
-
 def _batch(*values, timestamp=1_700_000_000_000, **kw):
     return build_batch([Record(None, timestamp + i, b"k%d" % i, v) for i, v in enumerate(values)],
                        **kw)
-
-
-def _produce(wire, topic, records, version=9, acks=-1, partition=0, transactional_id=None):
-    answer = wire.call(0, version, {"transactional_id": transactional_id, "acks": acks,
-                                    "timeout_ms": 5000,
-                                    "topic_data": [{"name": topic, "partition_data": [
-                                        {"index": partition, "records": records}]}]})
-    return answer["responses"][0]["partition_responses"][0]
 
 
 def _fetch(wire, topic, offset, version=12, partition=0, max_wait_ms=0, min_bytes=1,

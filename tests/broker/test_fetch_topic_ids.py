@@ -10,23 +10,14 @@ import pytest
 
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, decode_record_set
-from tests.reference.client import WireClient
+from tests.broker.wire_ops import create_topic
 
 E = ErrorCode
 ZERO = uuid.UUID(int=0)
 
 
-@pytest.fixture
-def wire(broker):
-    with WireClient.to(broker.bootstrap, client_id="topic-id-tests") as client:
-        yield client
-
-
 def _create(wire, name, partitions=1):
-    answer = wire.call(19, 5, {"topics": [{"name": name, "num_partitions": partitions,
-                                           "replication_factor": 1, "configs": []}],
-                               "timeout_ms": 5000})
-    assert answer["topics"][0]["error_code"] == 0, answer
+    create_topic(wire, name, partitions)
     return _topic_id(wire, name)
 
 

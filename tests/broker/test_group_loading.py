@@ -101,7 +101,6 @@ def test_compaction_keeps_the_offsets_store_small_and_replays_the_same(tmp_path)
     """A commit storm on few keys: compacting ``__consumer_offsets`` keeps one record
     per key (tombstones too, for ``delete.retention.ms``), and replaying the
     compacted log gives the same groups and offsets as the whole log."""
-    from broker.groups.coordinator import replay
     from broker.groups.service import load_partition, offsets_records
     from protocol import group_records as G
     from protocol.records import Record, build_batch

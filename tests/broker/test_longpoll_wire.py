@@ -8,26 +8,13 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
-
 from broker.groups.placement import coordinator_partition
 from protocol.records import Record, build_batch, decode_record_set
+from tests.broker.wire_ops import create_topic as _create
+from tests.broker.wire_ops import produce
 from tests.reference.client import WireClient
 
 OFFSETS = "__consumer_offsets"
-
-
-@pytest.fixture
-def wire(broker):
-    with WireClient.to(broker.bootstrap, client_id="longpoll-tests") as client:
-        yield client
-
-
-def _create(wire, name):
-    answer = wire.call(19, 5, {"topics": [{"name": name, "num_partitions": 1,
-                                           "replication_factor": 1, "configs": []}],
-                               "timeout_ms": 5000})
-    assert answer["topics"][0]["error_code"] == 0, answer
 
 
 def _batch(value: bytes):
@@ -35,10 +22,7 @@ def _batch(value: bytes):
 
 
 def _produce(wire, topic, records):
-    answer = wire.call(0, 9, {"transactional_id": None, "acks": -1, "timeout_ms": 5000,
-                              "topic_data": [{"name": topic, "partition_data": [
-                                  {"index": 0, "records": records}]}]})
-    part = answer["responses"][0]["partition_responses"][0]
+    part = produce(wire, topic, records)
     assert part["error_code"] == 0, part
     return part["base_offset"]
 

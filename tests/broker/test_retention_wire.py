@@ -28,6 +28,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, decode_record_set
+from tests.broker.wire_ops import create_topic, produce
 from tests.reference.client import WireClient
 
 E = ErrorCode
@@ -56,18 +57,11 @@ def _batch(timestamp: int, *values: bytes) -> bytes:
 
 
 def _create(wire, name: str, **configs) -> None:
-    answer = wire.call(19, 5, {"topics": [{
-        "name": name, "num_partitions": 1, "replication_factor": 1,
-        "configs": [{"name": k.replace("_", "."), "value": str(v)} for k, v in configs.items()]}],
-        "timeout_ms": 5000})
-    assert answer["topics"][0]["error_code"] == 0, answer
+    create_topic(wire, name, configs=[(k.replace("_", "."), str(v)) for k, v in configs.items()])
 
 
 def _produce(wire, topic: str, records: bytes) -> dict:
-    answer = wire.call(0, 9, {"transactional_id": None, "acks": -1, "timeout_ms": 5000,
-                              "topic_data": [{"name": topic, "partition_data": [
-                                  {"index": 0, "records": records}]}]})
-    part = answer["responses"][0]["partition_responses"][0]
+    part = produce(wire, topic, records)
     assert part["error_code"] == 0, part
     return part
 

@@ -9,23 +9,10 @@ import structlog
 
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch
-from tests.reference.client import WireClient
+from tests.broker.wire_ops import create_topic as _create
 
 E = ErrorCode
 NO_TRANSACTIONS = "transactions are not supported"
-
-
-@pytest.fixture
-def wire(broker):
-    with WireClient.to(broker.bootstrap, client_id="txn-tests") as client:
-        yield client
-
-
-def _create(wire, name, partitions=1):
-    answer = wire.call(19, 5, {"topics": [{"name": name, "num_partitions": partitions,
-                                           "replication_factor": 1, "configs": []}],
-                               "timeout_ms": 5000})
-    assert answer["topics"][0]["error_code"] == 0, answer
 
 
 def _txn_batch(value: bytes, transactional=True):

@@ -159,6 +159,22 @@ def test_init_producer_id_refusals(diff):
     diff.same(22, 4, {"transactional_id": "", "transaction_timeout_ms": 1000})
 
 
+def _session_fetch(diff, sessions, version, body, new_session):
+    """The same Fetch in a session (``body(side)``) to both brokers, answers compared;
+    session ids are random on both sides: compared as present or not, and kept in
+    ``sessions`` by broker when a session is opened."""
+    answers = {}
+    for side in (diff.kcoord, diff.kafka):
+        answer = diff._ask(side, 1, version, body(side))
+        if new_session:
+            sessions[side.name] = answer["session_id"]
+        answer["session_id"] = "open" if answer["session_id"] else 0
+        answers[side.name] = answer
+    ours, theirs = answers[diff.kcoord.name], answers[diff.kafka.name]
+    assert not differences(ours, theirs), differences(ours, theirs)
+    return ours
+
+
 def test_fetch_sessions(diff):
     """A KIP-227 session through its life: created by a full fetch, incremental
     fetches answered with only what changed, wrong epochs, forgotten partitions,
@@ -179,16 +195,7 @@ def test_fetch_sessions(diff):
                     if partitions else [],
                     "forgotten_topics_data": [{"topic": topic, "partitions": list(forgotten)}]
                     if forgotten else []}
-        answers = {}
-        for side in (diff.kcoord, diff.kafka):
-            answer = diff._ask(side, 1, version, body)
-            if new_session:
-                sessions[side.name] = answer["session_id"]
-            answer["session_id"] = "open" if answer["session_id"] else 0
-            answers[side.name] = answer
-        ours, theirs = answers[diff.kcoord.name], answers[diff.kafka.name]
-        assert not differences(ours, theirs), differences(ours, theirs)
-        return ours
+        return _session_fetch(diff, sessions, version, body, new_session)
 
     opened = fetch(0, [(0, 0), (1, 0)], new_session=True)
     assert opened["session_id"] == "open"
@@ -384,21 +391,13 @@ def test_fetch_sessions_by_topic_id(diff, version):
     sessions = {}
 
     def fetch(epoch, topics=(), forgotten=(), new_session=False, v=version, offset=None):
-        answers = {}
-        for side in (diff.kcoord, diff.kafka):
+        def body(side):
             ids = side.topic_ids
-            body = _id_fetch_body([(ids.get(n, n), ps) for n, ps in topics],
+            return _id_fetch_body([(ids.get(n, n), ps) for n, ps in topics],
                                   session_id=0 if new_session else sessions[side.name],
                                   epoch=epoch, offset=offset or 0,
                                   forgotten=[(ids.get(n, n), ps) for n, ps in forgotten])
-            answer = diff._ask(side, 1, v, body)
-            if new_session:
-                sessions[side.name] = answer["session_id"]
-            answer["session_id"] = "open" if answer["session_id"] else 0
-            answers[side.name] = answer
-        ours, theirs = answers[diff.kcoord.name], answers[diff.kafka.name]
-        assert not differences(ours, theirs), differences(ours, theirs)
-        return ours
+        return _session_fetch(diff, sessions, v, body, new_session)
 
     def parts(answer):
         return [(t["topic_id"], p["partition_index"], p["error_code"], len(p["records"]))

@@ -1,0 +1,14 @@
+"""Fixtures of the broker tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.reference.client import WireClient
+
+
+@pytest.fixture
+def wire(broker):
+    """A raw connection to the shared broker."""
+    with WireClient.to(broker.bootstrap, client_id="wire-tests") as client:
+        yield client
