@@ -77,6 +77,10 @@ def test_large_segments_split_at_batch_boundaries_and_every_record_is_read_once(
     assert [r["offset"] for r in whole] == offsets
     assert cut == whole
     assert len(cut_splits) > 5 * len(whole_splits)
+    # One split per segment file unless it is larger than the split size.
+    logs = sorted(str(f) for f in folder.glob("*.log"))
+    assert sorted(s.segment.path for s in whole_splits) == logs
+    assert all((s.start, s.end) == (0, os.path.getsize(s.segment.path)) for s in whole_splits)
     for s in cut_splits:  # every cut is at the start of a batch
         with open(s.segment.path, "rb") as f:
             f.seek(s.start)
@@ -369,3 +373,4 @@ def test_a_worker_leaves_what_it_held_before_its_first_read_out_of_its_collectio
         assert len(freezes) == 1  # once per worker
     finally:
         gc.unfreeze()
+
