@@ -8,9 +8,17 @@ ranges that start and end at batch boundaries (found through the segment's
 offset index, then a walk over batch headers), so that Spark reads them in
 parallel and no batch is read twice.
 
-Paths go through ``pyarrow.fs``: a local folder, or any URI pyarrow reads
-(``s3://``, ``gs://``, ``hdfs://``, ...), so the same job runs on a laptop
-and on a cluster whose executors see the store.
+Paths: a local folder, a ``file://`` URI or Hadoop's ``file:/`` form, and
+``s3a://`` and ``s3n://`` (Hadoop's S3 schemes, which Spark users write) read
+as pyarrow's ``s3://``.  S3 credentials and region come from pyarrow's own
+settings (the AWS environment variables, or ``?region=`` and
+``?endpoint_override=`` in the URI), not from Spark's ``fs.s3a.*`` ones;
+without a region pyarrow asks S3 for the bucket's.  Any other URI goes to
+``pyarrow.fs`` as it is: ``gs://``, ``abfs://`` and ``abfss://`` are
+pyarrow's GCS and Azure file systems (recognised, no read tested here);
+``hdfs://`` needs Java and Hadoop's libhdfs where the job runs; pyarrow
+refuses a scheme it does not know (``wasbs://`` among them) with
+"Unrecognized filesystem type".
 
 Reading a store the broker is writing: a split ends where the file ended when
 it was planned, and reading stops at the first batch that is cut short or
@@ -81,11 +89,27 @@ _OFFSET_LENGTH = struct.Struct(">qi")
 _INDEX_ENTRY = struct.Struct(">ii")
 
 
+_HADOOP_S3 = re.compile(r"^s3[an]://", re.IGNORECASE)
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+
+
+def pyarrow_uri(path: str) -> str:
+    """``path`` as ``pyarrow.fs`` names it: Hadoop's ``s3a://`` and ``s3n://``
+    become ``s3://``, and Hadoop's ``file:/x`` (no authority) the local path
+    ``/x``; anything else is left as it is."""
+    if _HADOOP_S3.match(path):
+        return "s3" + path[3:]
+    if path[:5].lower() == "file:" and not path[5:7] == "//":
+        return path[5:]
+    return path
+
+
 def filesystem(path: str):
     """(pyarrow filesystem, path inside it) for a local folder or a URI."""
     from pyarrow import fs as pafs
 
-    if "://" not in path:
+    path = pyarrow_uri(path)
+    if not _SCHEME.match(path):
         return pafs.LocalFileSystem(), os.path.abspath(path)
     return pafs.FileSystem.from_uri(path)
 
