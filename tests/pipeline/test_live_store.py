@@ -42,20 +42,28 @@ def _commits(first: int, count: int) -> list[Record]:
     return out
 
 
-def _offsets_log(data_dir: Path, segments_count: int = 10, batches_per_segment: int = 12,
-                 per_batch: int = 5, **config) -> PartitionLog:
-    """An open ``__consumer_offsets-0`` log (cleanup.policy=compact) of several
-    rolled segments of several batches each, and an active one."""
-    cfg = LogConfig(cleanup_policy=("compact",), segment_bytes=config.pop("segment_bytes", 12_000),
-                    index_interval_bytes=256, **config)
+@pytest.fixture
+def opened():
+    """The logs a test opens, closed after it."""
+    logs: list[PartitionLog] = []
+    yield logs
+    for log in logs:
+        log.close()
+
+
+def _offsets_log(data_dir: Path, opened: list) -> PartitionLog:
+    """An open ``__consumer_offsets-0`` log (cleanup.policy=compact) of ten rolled
+    segments of twelve batches each, and an active one."""
+    cfg = LogConfig(cleanup_policy=("compact",), segment_bytes=12_000, index_interval_bytes=256)
     log = PartitionLog(str(data_dir / "__consumer_offsets-0"), cfg)
+    opened.append(log)
     n = 0
-    for _ in range(segments_count):
-        for _ in range(batches_per_segment):
-            log.append(build_batch(_commits(n, per_batch)), origin=AppendOrigin.CLIENT, now_ms=T0)
-            n += per_batch
+    for _ in range(10):
+        for _ in range(12):
+            log.append(build_batch(_commits(n, 5)), origin=AppendOrigin.CLIENT, now_ms=T0)
+            n += 5
         log.roll()
-    log.append(build_batch(_commits(n, per_batch)), origin=AppendOrigin.CLIENT, now_ms=T0)
+    log.append(build_batch(_commits(n, 5)), origin=AppendOrigin.CLIENT, now_ms=T0)
     return log
 
 
@@ -94,8 +102,9 @@ def _plan(data_dir: Path, split_bytes: int):
     return splits
 
 
-def test_splits_planned_before_the_cleaner_merged_their_segments_read_every_record_left(tmp_path):
-    log = _offsets_log(tmp_path)
+def test_splits_planned_before_the_cleaner_merged_their_segments_read_every_record_left(
+        tmp_path, opened):
+    log = _offsets_log(tmp_path, opened)
     written = _in_log(log)
     splits = _plan(tmp_path, split_bytes=1500)
     before = _log_files(log)
@@ -113,12 +122,12 @@ def test_splits_planned_before_the_cleaner_merged_their_segments_read_every_reco
 
 
 @pytest.mark.parametrize("first_read", [0, 1])
-def test_splits_read_some_before_and_some_after_the_cleaner_swapped_miss_nothing(tmp_path,
-                                                                                  first_read):
+def test_splits_read_some_before_and_some_after_the_cleaner_swapped_miss_nothing(
+        tmp_path, first_read, opened):
     """Spark's workers read splits at different times: one split of a segment
     before the swap, the next after it, or a segment read whole before it was
     merged away into the file of the segment before, read after."""
-    log = _offsets_log(tmp_path)
+    log = _offsets_log(tmp_path, opened)
     written = _in_log(log)
     splits = _plan(tmp_path, split_bytes=1500)
     early = [s for i, s in enumerate(splits) if i % 2 == first_read]
@@ -129,8 +138,8 @@ def test_splits_read_some_before_and_some_after_the_cleaner_swapped_miss_nothing
     assert _in_log(log) <= got <= written
 
 
-def test_two_cleaner_passes_with_appends_between_planning_and_reading(tmp_path):
-    log = _offsets_log(tmp_path)
+def test_two_cleaner_passes_with_appends_between_planning_and_reading(tmp_path, opened):
+    log = _offsets_log(tmp_path, opened)
     written = _in_log(log)
     splits = _plan(tmp_path, split_bytes=1500)
     got = _read(splits[: len(splits) // 3])
@@ -147,9 +156,11 @@ def test_two_cleaner_passes_with_appends_between_planning_and_reading(tmp_path):
     assert {(o, k) for o, k in got if o < end} <= written
 
 
-def test_segments_deleted_by_retention_after_planning_read_nothing_and_the_rest_is_read(tmp_path):
+def test_segments_deleted_by_retention_after_planning_read_nothing_and_the_rest_is_read(
+        tmp_path, opened):
     cfg = LogConfig(segment_bytes=12_000, index_interval_bytes=256, retention_bytes=30_000)
     log = PartitionLog(str(tmp_path / "orders-0"), cfg)
+    opened.append(log)
     for b in range(60):
         log.append(build_batch([Record(None, T0, b"k%d" % b, os.urandom(200)) for _ in range(5)]),
                    origin=AppendOrigin.CLIENT, now_ms=T0)
@@ -169,9 +180,10 @@ def test_segments_deleted_by_retention_after_planning_read_nothing_and_the_rest_
     assert stats == {}
 
 
-def test_a_log_truncated_and_written_again_after_planning(tmp_path):
+def test_a_log_truncated_and_written_again_after_planning(tmp_path, opened):
     cfg = LogConfig(segment_bytes=12_000, index_interval_bytes=256)
     log = PartitionLog(str(tmp_path / "orders-0"), cfg)
+    opened.append(log)
     for b in range(60):
         log.append(build_batch([Record(None, T0, b"old%d" % b, os.urandom(200)) for _ in range(5)]),
                    origin=AppendOrigin.CLIENT, now_ms=T0)
@@ -194,12 +206,12 @@ def test_a_log_truncated_and_written_again_after_planning(tmp_path):
 
 
 
-def test_reads_and_planning_while_a_swap_is_half_done(tmp_path, monkeypatch):
+def test_reads_and_planning_while_a_swap_is_half_done(tmp_path, monkeypatch, opened):
     """The cleaner renames the merged file to ``<first>.log.swap`` and deletes the
     segments it replaces before renaming it to ``<first>.log``: reads and
     planning in between see the old first segment and not the others, whose
     records are in the ``.swap`` file."""
-    log = _offsets_log(tmp_path)
+    log = _offsets_log(tmp_path, opened)
     written = _in_log(log)
     splits = _plan(tmp_path, split_bytes=1500)
     rename = os.rename
@@ -228,10 +240,11 @@ def test_reads_and_planning_while_a_swap_is_half_done(tmp_path, monkeypatch):
         assert kept <= _read(plan) <= written
 
 
-def test_a_listing_that_missed_a_file_renamed_meanwhile_is_taken_again(tmp_path, monkeypatch):
+def test_a_listing_that_missed_a_file_renamed_meanwhile_is_taken_again(
+        tmp_path, monkeypatch, opened):
     """A folder listed while a file in it is renamed may show it under neither
     name: a read by offsets lists the folder again after opening its files."""
-    log = _offsets_log(tmp_path)
+    log = _offsets_log(tmp_path, opened)
     splits = _plan(tmp_path, split_bytes=1500)
     assert log.compact(T0, force=True) is not None
     kept = _in_log(log)
