@@ -96,7 +96,8 @@ BATCHES = pa.schema([
     pa.field("max_timestamp", pa.int64(), nullable=False),
     pa.field("records", pa.int32(), nullable=False),
     pa.field("bytes", pa.int32(), nullable=False),
-    pa.field("segment", pa.int64(), nullable=False),  # base offset of the segment file
+    # base offset of the segment file that held the batch when the read was planned
+    pa.field("segment", pa.int64(), nullable=False),
 ])
 
 SHAPES = {"records": RECORDS, "offsets": OFFSETS, "batches": BATCHES}

@@ -77,6 +77,10 @@ def test_large_segments_split_at_batch_boundaries_and_every_record_is_read_once(
     assert [r["offset"] for r in whole] == offsets
     assert cut == whole
     assert len(cut_splits) > 5 * len(whole_splits)
+    # One split per segment file unless it is larger than the split size.
+    logs = sorted(str(f) for f in folder.glob("*.log"))
+    assert sorted(s.segment.path for s in whole_splits) == logs
+    assert all((s.start, s.end) == (0, os.path.getsize(s.segment.path)) for s in whole_splits)
     for s in cut_splits:  # every cut is at the start of a batch
         with open(s.segment.path, "rb") as f:
             f.seek(s.start)
@@ -369,3 +373,38 @@ def test_a_worker_leaves_what_it_held_before_its_first_read_out_of_its_collectio
         assert len(freezes) == 1  # once per worker
     finally:
         gc.unfreeze()
+
+
+def test_hadoop_s3_schemes_are_read_as_pyarrow_s3():
+    assert segments.pyarrow_uri("s3a://bucket/store/kafka-logs") == "s3://bucket/store/kafka-logs"
+    assert segments.pyarrow_uri("s3n://bucket/x") == "s3://bucket/x"
+    assert segments.pyarrow_uri("S3A://bucket/x") == "s3://bucket/x"
+    assert segments.pyarrow_uri("file:/data/kafka-logs") == "/data/kafka-logs"
+    for unchanged in ("s3://bucket/x", "file:///data/x", "gs://b/x", "/data/x", "store"):
+        assert segments.pyarrow_uri(unchanged) == unchanged
+    from pyarrow import fs as pafs
+
+    # A region in the URI: pyarrow asks no one for the bucket's (no network here).
+    fs, path = segments.filesystem(
+        "s3a://bucket/store?region=eu-west-3&endpoint_override=127.0.0.1:9&scheme=http")
+    assert isinstance(fs, pafs.S3FileSystem) and fs.region == "eu-west-3"
+    assert path == "bucket/store"
+    # Schemes pyarrow knows as they are (built, nothing read).
+    assert isinstance(segments.filesystem("gs://bucket/store")[0], pafs.GcsFileSystem)
+    azure = segments.filesystem("abfss://store@account.dfs.core.windows.net/kafka-logs")
+    assert isinstance(azure[0], pafs.AzureFileSystem) and azure[1] == "store/kafka-logs"
+    with pytest.raises(Exception, match="Unrecognized filesystem type"):
+        segments.filesystem("wasbs://store@account.blob.core.windows.net/x")
+
+
+@pytest.mark.parametrize("form", ["uri", "hadoop"])
+def test_a_file_uri_data_dir_is_read_as_the_folder(tmp_path, form):
+    offsets = _logged_topic(tmp_path, "t", batches=300)
+    uri = tmp_path.as_uri() if form == "uri" else "file:" + str(tmp_path)
+    assert uri.startswith("file:///" if form == "uri" else "file:/")
+    by_path, path_splits = _table("records", [tmp_path], split_bytes=20_000)
+    by_uri, uri_splits = _table("records", [uri], split_bytes=20_000)
+    assert [r["offset"] for r in by_uri] == offsets and by_uri == by_path
+    assert [(s.start, s.end) for s in uri_splits] == [(s.start, s.end) for s in path_splits]
+    # Local files: planned with their identity, so reads survive the broker's rewrites.
+    assert all(s.segment.identity is not None for s in uri_splits)
