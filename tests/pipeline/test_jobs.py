@@ -14,6 +14,22 @@ from pipeline import jobs
 from pipeline.cli import COMMANDS
 from protocol import group_records as G
 from protocol.records import Record, build_batch, build_control_batch
+from tests.pipeline.conftest import _produce, next_millisecond
+
+
+# What conftest's session was started with, which no job may change.
+TEST_SETTINGS = {"spark.sql.shuffle.partitions": "2", "spark.ui.showConsoleProgress": "false",
+                 "spark.app.name": "kcoord tests", "spark.master": "local[2]"}
+
+
+def _settings(spark):
+    return {k: spark.conf.get(k) for k in TEST_SETTINGS}
+
+
+def test_a_job_run_in_a_running_session_uses_it_as_it_is(spark):
+    again = jobs.session("local[1]", "another app", conf={"spark.sql.shuffle.partitions": "5"})
+    assert again is spark
+    assert _settings(spark) == TEST_SETTINGS
 
 
 def _dirs(store):
@@ -121,6 +137,9 @@ def test_each_command_writes_its_output(store, tmp_path, job, capsys, spark):
                  "--master", "local[2]"]) == 0
     err = capsys.readouterr().err
     assert "kcoord pipeline:" in err and " in " in err  # progress lines with the elapsed time
+    assert "starting Spark" not in err  # the tests' session served the job, and is still up:
+    assert _settings(spark) == TEST_SETTINGS  # with its own settings, not the CLI's
+    assert spark.range(3).count() == 3
     if job == "history":
         written = spark.read.parquet(str(out))
         assert written.count() == len(store.commits)
