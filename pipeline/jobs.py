@@ -170,6 +170,12 @@ def lag_history(spark, data_dirs) -> DataFrame:
     last offset of the batches whose max timestamp is at most t) minus the
     committed offset.
 
+    A commit older than every batch of its partition saw an empty log (end
+    offset 0) when the partition's oldest segment starts at offset 0: no record
+    of it was ever removed.  When retention removed its first records, or the
+    store does not hold the partition, the end offset at t is not in the store:
+    end offset and lag are null, as they are for ``lag`` now.
+
     One ordered pass per topic partition over its batches and commits together
     (batches first at equal times), instead of a join of every commit with every
     batch."""
@@ -185,7 +191,15 @@ def lag_history(spark, data_dirs) -> DataFrame:
     upto = (Window.partitionBy("topic", "partition").orderBy("t", "_kind")
             .rowsBetween(Window.unboundedPreceding, Window.currentRow))
     events = commits.unionByName(batches).withColumn("end_offset", F.max("_end").over(upto))
+    starts = {}
+    for s in segments.segment_files(list(data_dirs)):
+        key = (s.topic, s.partition)
+        starts[key] = min(starts.get(key, s.base_offset), s.base_offset)
+    whole = spark.createDataFrame([(t, p, 0) for (t, p), b in starts.items() if b == 0],
+                                  "topic string, partition int, _empty bigint")
     return (events.where(F.col("_kind") == 1)
+            .join(F.broadcast(whole), ["topic", "partition"], "left")
+            .withColumn("end_offset", F.coalesce("end_offset", "_empty"))
             .withColumn("lag", F.col("end_offset") - F.col("committed_offset"))
             .select("group", "topic", "partition", F.col("t").alias("commit_timestamp"),
                     "committed_offset", "end_offset", "lag"))

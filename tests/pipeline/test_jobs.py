@@ -87,6 +87,44 @@ def test_lag_over_time_uses_the_end_offset_at_each_commit(spark, store):
     assert now == store.end_offsets
 
 
+def test_lag_over_time_follows_the_log_as_it_grows_between_commits(spark, broker, tmp_path):
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.create_topics([NewTopic("ticks", 1, 1), NewTopic("idle", 1, 1)]).values():
+        f.result(30)
+    group = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "steady"})
+
+    def commit(topic, offset):
+        group.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+        next_millisecond()  # records produced next are stamped after this commit
+
+    commit("ticks", 0)  # before the partition has any record
+    commit("idle", 0)  # a partition that never gets one
+    _produce(broker.bootstrap, "ticks", 10, 1)
+    commit("ticks", 6)
+    _produce(broker.bootstrap, "ticks", 5, 1)  # the end offset grows from 10 to 15
+    commit("ticks", 14)
+    group.close()
+    del admin
+    broker.stop()  # the store as the broker left it
+    data = str(tmp_path / "broker-data")  # the broker fixture's store
+
+    def lag_rows(dirs):
+        rows = sorted(jobs.lag_history(spark, dirs).collect(), key=lambda r: r.commit_timestamp)
+        assert {r.group for r in rows} == {"steady"}
+        return [(r.topic, r.committed_offset, r.end_offset, r.lag) for r in rows]
+
+    assert lag_rows([data]) == [("ticks", 0, 0, 0), ("idle", 0, 0, 0),
+                                ("ticks", 6, 10, 4), ("ticks", 14, 15, 1)]
+    # A store without the partition's folder does not know its end offset at any time.
+    partial = tmp_path / "without-ticks"
+    shutil.copytree(data, partial, ignore=lambda d, names: ["ticks-0"] if d == data else [])
+    assert lag_rows([str(partial)]) == [("ticks", 0, None, None), ("idle", 0, 0, 0),
+                                        ("ticks", 6, None, None), ("ticks", 14, None, None)]
+
+
 def test_a_torn_tail_is_ignored(spark, store, tmp_path):
     copy = tmp_path / "store"
     shutil.copytree(store.data_dir, copy)
