@@ -197,6 +197,31 @@ def test_each_command_writes_its_output(store, tmp_path, job, capsys, spark):
         assert all(g in page for g in ("billing", "audit", "trimmed"))
 
 
+def test_the_cli_reads_a_store_split_over_two_data_dirs_counting_each_record_once(
+        spark, store, tmp_path, capsys):
+    from broker.cli import main
+
+    # orders in one folder, payments in the other, __consumer_offsets in both (as
+    # replicas on two brokers): the lag needs both, and each commit counts once.
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder in store.data_dir.iterdir():
+        places = {"__consumer_offsets": (a, b), "orders": (a,), "payments": (b,)}.get(
+            folder.name.rpartition("-")[0], ()) if folder.is_dir() else ()
+        for place in places:
+            shutil.copytree(folder, place / folder.name)
+    out = tmp_path / "lag"
+    assert main(["pipeline", "lag", "--data-dir", str(a), "--data-dir", str(b), "--out", str(out),
+                 "--master", "local[2]"]) == 0
+    assert f"computing lag from {a}, {b}" in capsys.readouterr().err
+    got = {(r.group, r.topic, r.partition): (r.committed_offset, r.end_offset)
+           for r in spark.read.parquet(str(out / "partitions")).collect()}
+    assert got == {key: (committed, store.end_offsets[key[1:]])
+                   for key, (committed, _meta) in store.fetched.items()}
+    assert {t for _g, t, _p in got} == {"orders", "payments"}
+    assert Counter((r.group, r.topic, r.partition, r.committed_offset)
+                   for r in spark.read.parquet(str(out / "history")).collect()) == Counter(store.commits)
+
+
 def test_commands_fail_clearly_without_java_or_data(tmp_path, monkeypatch, capsys):
     from broker.cli import main
 
