@@ -67,6 +67,12 @@ def java_problem() -> str | None:
     return None
 
 
+def session_args(args) -> dict:
+    """What ``jobs.session`` gets when no session runs yet: the master, a name
+    per job, and Spark's progress bar on the terminal unless ``--quiet``."""
+    return {"master": args.master, "app": f"kcoord pipeline {args.job}", "progress": not args.quiet}
+
+
 def run(args) -> int:
     problem = java_problem()
     if problem:
@@ -82,13 +88,11 @@ def run(args) -> int:
         if "://" not in d and not os.path.isdir(d):
             print(f"kcoord pipeline: no such data dir: {d}", file=sys.stderr)
             return 2
-    from pyspark.sql import SparkSession
-
     began = time.monotonic()
-    shared = SparkSession.getActiveSession()  # a caller's session (tests, notebooks) stays up
+    shared = jobs.existing_session()  # a caller's session (tests, notebooks): used as it is, kept up
     if shared is None:
         _say(args, f"starting Spark ({args.master})")
-    spark = jobs.session(args.master, f"kcoord pipeline {args.job}", progress=not args.quiet)
+    spark = jobs.session(**session_args(args))
     try:
         return _JOBS[args.job](spark, args, began)
     finally:

@@ -12,21 +12,39 @@ from __future__ import annotations
 import os
 import sys
 
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from pipeline import rows, segments, source
 
 
-def session(master: str = "local[*]", app: str = "kcoord pipeline", conf: dict | None = None,
-            progress: bool = True) -> SparkSession:
-    """A Spark session with the kcoord data sources registered.
+def is_local(master: str) -> bool:
+    """Whether a master URL runs the driver and executors on this machine
+    (``local``, ``local[N]``, ``local[*]``, ``local-cluster[...]``)."""
+    return master.startswith("local")
 
-    Python workers run the interpreter running this (with pyarrow), and a local
-    driver binds to the loopback address unless ``SPARK_LOCAL_IP`` says otherwise."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+def environment(master: str, env=None):
+    """Set the environment Spark's launcher reads, keeping any value already set
+    (a user's own wins), and return it.
+
+    Python workers run the interpreter running this (it has pyarrow): on a
+    cluster that path must hold such a Python on every executor, or
+    ``PYSPARK_PYTHON`` must name one.  A local driver binds to the loopback
+    address; a driver on a cluster keeps Spark's own choice, an address the
+    executors can reach."""
+    env = os.environ if env is None else env
+    if is_local(master):
+        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    return env
+
+
+def settings(master: str = "local[*]", app: str = "kcoord pipeline", conf: dict | None = None,
+             progress: bool = True) -> dict:
+    """The Spark settings of a new session: ``conf`` last, so it wins."""
     log_config = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
     # The JVM reads the Arrow batches of the data sources' Python workers: reading
     # them without Arrow's per-access bounds and null-vector checks (the batches
@@ -34,19 +52,42 @@ def session(master: str = "local[*]", app: str = "kcoord pipeline", conf: dict |
     java_options = (f"-Dlog4j2.configurationFile={log_config}"
                     " -Darrow.enable_unsafe_memory_access=true"
                     " -Darrow.enable_null_check_for_get=false")
-    builder = (SparkSession.builder.master(master).appName(app)
-               .config("spark.driver.extraJavaOptions", java_options)
-               .config("spark.executor.extraJavaOptions", java_options)
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "true" if progress else "false")
-               .config("spark.sql.session.timeZone", "UTC"))
-    if master.startswith("local"):
+    out = {"spark.master": master, "spark.app.name": app,
+           "spark.driver.extraJavaOptions": java_options,
+           "spark.executor.extraJavaOptions": java_options,
+           "spark.ui.enabled": "false",
+           "spark.ui.showConsoleProgress": "true" if progress else "false",
+           "spark.sql.session.timeZone": "UTC"}
+    if is_local(master):
         # Small shuffles on one machine: a few tasks, not Spark's 200.
-        builder = builder.config("spark.sql.shuffle.partitions", "8")
-    for key, value in (conf or {}).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+        out["spark.sql.shuffle.partitions"] = "8"
+    out.update(conf or {})
+    return out
+
+
+def existing_session() -> SparkSession | None:
+    """The session already running in this process (a test's, a notebook's), or None."""
+    try:
+        return SparkSession.active()
+    except PySparkException:
+        return None
+
+
+def session(master: str = "local[*]", app: str = "kcoord pipeline", conf: dict | None = None,
+            progress: bool = True) -> SparkSession:
+    """A Spark session with the kcoord data sources registered.
+
+    A session already running in this process is used as it is: the arguments
+    apply to a new one only, and a job run inside a caller's session leaves its
+    settings (shuffle partitions, progress bar, log level) alone."""
+    spark = existing_session()
+    if spark is None:
+        environment(master)
+        builder = SparkSession.builder
+        for key, value in settings(master, app, conf, progress).items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
     source.register(spark)
     return spark
 
@@ -129,6 +170,12 @@ def lag_history(spark, data_dirs) -> DataFrame:
     last offset of the batches whose max timestamp is at most t) minus the
     committed offset.
 
+    A commit older than every batch of its partition saw an empty log (end
+    offset 0) when the partition's oldest segment starts at offset 0: no record
+    of it was ever removed.  When retention removed its first records, or the
+    store does not hold the partition, the end offset at t is not in the store:
+    end offset and lag are null, as they are for ``lag`` now.
+
     One ordered pass per topic partition over its batches and commits together
     (batches first at equal times), instead of a join of every commit with every
     batch."""
@@ -144,7 +191,15 @@ def lag_history(spark, data_dirs) -> DataFrame:
     upto = (Window.partitionBy("topic", "partition").orderBy("t", "_kind")
             .rowsBetween(Window.unboundedPreceding, Window.currentRow))
     events = commits.unionByName(batches).withColumn("end_offset", F.max("_end").over(upto))
+    starts = {}
+    for s in segments.segment_files(list(data_dirs)):
+        key = (s.topic, s.partition)
+        starts[key] = min(starts.get(key, s.base_offset), s.base_offset)
+    whole = spark.createDataFrame([(t, p, 0) for (t, p), b in starts.items() if b == 0],
+                                  "topic string, partition int, _empty bigint")
     return (events.where(F.col("_kind") == 1)
+            .join(F.broadcast(whole), ["topic", "partition"], "left")
+            .withColumn("end_offset", F.coalesce("end_offset", "_empty"))
             .withColumn("lag", F.col("end_offset") - F.col("committed_offset"))
             .select("group", "topic", "partition", F.col("t").alias("commit_timestamp"),
                     "committed_offset", "end_offset", "lag"))

@@ -69,6 +69,23 @@ def _produce(bootstrap: str, topic: str, count: int, partitions: int) -> None:
     assert producer.flush(30) == 0
 
 
+def next_millisecond() -> None:
+    """Return once the wall clock shows a later millisecond than when called
+    (bounded: at most 1 s), so that a commit and a batch on either side of the
+    call never share a timestamp."""
+    start, deadline = int(time.time() * 1000), time.monotonic() + 1
+    while int(time.time() * 1000) <= start and time.monotonic() < deadline:
+        time.sleep(0.0002)
+
+
+@pytest.fixture
+def broker(tmp_path):
+    """A broker of the test's own, on a store no other test reads."""
+    running = BrokerThread(tmp_path / "broker-data").start()
+    yield running
+    running.stop()
+
+
 def _watermarks(bootstrap: str, topics: dict) -> dict:
     from confluent_kafka import Consumer, TopicPartition
 

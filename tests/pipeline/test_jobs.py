@@ -14,6 +14,22 @@ from pipeline import jobs
 from pipeline.cli import COMMANDS
 from protocol import group_records as G
 from protocol.records import Record, build_batch, build_control_batch
+from tests.pipeline.conftest import _produce, next_millisecond
+
+
+# What conftest's session was started with, which no job may change.
+TEST_SETTINGS = {"spark.sql.shuffle.partitions": "2", "spark.ui.showConsoleProgress": "false",
+                 "spark.app.name": "kcoord tests", "spark.master": "local[2]"}
+
+
+def _settings(spark):
+    return {k: spark.conf.get(k) for k in TEST_SETTINGS}
+
+
+def test_a_job_run_in_a_running_session_uses_it_as_it_is(spark):
+    again = jobs.session("local[1]", "another app", conf={"spark.sql.shuffle.partitions": "5"})
+    assert again is spark
+    assert _settings(spark) == TEST_SETTINGS
 
 
 def _dirs(store):
@@ -71,6 +87,44 @@ def test_lag_over_time_uses_the_end_offset_at_each_commit(spark, store):
     assert now == store.end_offsets
 
 
+def test_lag_over_time_follows_the_log_as_it_grows_between_commits(spark, broker, tmp_path):
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.create_topics([NewTopic("ticks", 1, 1), NewTopic("idle", 1, 1)]).values():
+        f.result(30)
+    group = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "steady"})
+
+    def commit(topic, offset):
+        group.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+        next_millisecond()  # records produced next are stamped after this commit
+
+    commit("ticks", 0)  # before the partition has any record
+    commit("idle", 0)  # a partition that never gets one
+    _produce(broker.bootstrap, "ticks", 10, 1)
+    commit("ticks", 6)
+    _produce(broker.bootstrap, "ticks", 5, 1)  # the end offset grows from 10 to 15
+    commit("ticks", 14)
+    group.close()
+    del admin
+    broker.stop()  # the store as the broker left it
+    data = str(tmp_path / "broker-data")  # the broker fixture's store
+
+    def lag_rows(dirs):
+        rows = sorted(jobs.lag_history(spark, dirs).collect(), key=lambda r: r.commit_timestamp)
+        assert {r.group for r in rows} == {"steady"}
+        return [(r.topic, r.committed_offset, r.end_offset, r.lag) for r in rows]
+
+    assert lag_rows([data]) == [("ticks", 0, 0, 0), ("idle", 0, 0, 0),
+                                ("ticks", 6, 10, 4), ("ticks", 14, 15, 1)]
+    # A store without the partition's folder does not know its end offset at any time.
+    partial = tmp_path / "without-ticks"
+    shutil.copytree(data, partial, ignore=lambda d, names: ["ticks-0"] if d == data else [])
+    assert lag_rows([str(partial)]) == [("ticks", 0, None, None), ("idle", 0, 0, 0),
+                                        ("ticks", 6, None, None), ("ticks", 14, None, None)]
+
+
 def test_a_torn_tail_is_ignored(spark, store, tmp_path):
     copy = tmp_path / "store"
     shutil.copytree(store.data_dir, copy)
@@ -121,6 +175,9 @@ def test_each_command_writes_its_output(store, tmp_path, job, capsys, spark):
                  "--master", "local[2]"]) == 0
     err = capsys.readouterr().err
     assert "kcoord pipeline:" in err and " in " in err  # progress lines with the elapsed time
+    assert "starting Spark" not in err  # the tests' session served the job, and is still up:
+    assert _settings(spark) == TEST_SETTINGS  # with its own settings, not the CLI's
+    assert spark.range(3).count() == 3
     if job == "history":
         written = spark.read.parquet(str(out))
         assert written.count() == len(store.commits)
@@ -138,6 +195,31 @@ def test_each_command_writes_its_output(store, tmp_path, job, capsys, spark):
     else:
         page = (out / "report.html").read_text()
         assert all(g in page for g in ("billing", "audit", "trimmed"))
+
+
+def test_the_cli_reads_a_store_split_over_two_data_dirs_counting_each_record_once(
+        spark, store, tmp_path, capsys):
+    from broker.cli import main
+
+    # orders in one folder, payments in the other, __consumer_offsets in both (as
+    # replicas on two brokers): the lag needs both, and each commit counts once.
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder in store.data_dir.iterdir():
+        places = {"__consumer_offsets": (a, b), "orders": (a,), "payments": (b,)}.get(
+            folder.name.rpartition("-")[0], ()) if folder.is_dir() else ()
+        for place in places:
+            shutil.copytree(folder, place / folder.name)
+    out = tmp_path / "lag"
+    assert main(["pipeline", "lag", "--data-dir", str(a), "--data-dir", str(b), "--out", str(out),
+                 "--master", "local[2]"]) == 0
+    assert f"computing lag from {a}, {b}" in capsys.readouterr().err
+    got = {(r.group, r.topic, r.partition): (r.committed_offset, r.end_offset)
+           for r in spark.read.parquet(str(out / "partitions")).collect()}
+    assert got == {key: (committed, store.end_offsets[key[1:]])
+                   for key, (committed, _meta) in store.fetched.items()}
+    assert {t for _g, t, _p in got} == {"orders", "payments"}
+    assert Counter((r.group, r.topic, r.partition, r.committed_offset)
+                   for r in spark.read.parquet(str(out / "history")).collect()) == Counter(store.commits)
 
 
 def test_commands_fail_clearly_without_java_or_data(tmp_path, monkeypatch, capsys):
