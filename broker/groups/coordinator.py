@@ -1143,7 +1143,7 @@ class GroupCoordinator:
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
         self.offsets.groups.pop(group.group_id, None)
-        for member_id in list(group.members):
+        for member_id in [*group.members, *group.pending_members]:
             self._cancel_session(group, member_id)
         self.timers.cancel(("join", group.group_id))
         self.timers.cancel(("sync", group.group_id))

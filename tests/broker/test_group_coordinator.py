@@ -1084,3 +1084,21 @@ def test_a_leave_during_the_initial_delay_waits_for_the_delay():
     assert h.answer(parked) is None
     h.advance(1)
     assert h.answer(parked)["generation_id"] == 1
+
+
+def test_the_expiry_sweep_deletes_an_empty_group_whose_only_member_id_is_pending():
+    # As Kafka's new coordinator (checked in test_differential_group_errors): an
+    # Empty group without offsets is deleted at the next sweep even while a
+    # member id it handed out is pending; that member's second join finds no group.
+    h = Harness(offsets_retention_check_interval_ms=10_000)
+    baseline = len(h.core.timers)  # the periodic sweep
+    pending = h.answer(h.join("g", session=30_000))["member_id"]
+    h.settle()  # the new group's record
+    h.advance(10_000)
+    assert "g" not in h.core.groups
+    assert len(h.core.timers) == baseline  # the pending member's deadline went with it
+    h.settle()
+    kind, key, value = _records(h)[-1]
+    assert (kind, key.group, value) == (G.GROUP_METADATA, "g", None)
+    answer = h.answer(h.join("g", pending, session=30_000))
+    assert (answer["error_code"], answer["member_id"]) == (E.UNKNOWN_MEMBER_ID, pending)
