@@ -13,9 +13,15 @@ already gone."""
 
 from __future__ import annotations
 
+import pytest
+
+from tests.reference import kafka
+from tests.reference.differential import Differential
+from tests.reference.fixtures import _unavailable, create_offsets_topic
 from tests.reference.group_script import GroupScript
 from tests.reference.test_differential_groups import (  # noqa: F401 (diff is a fixture)
     SUB, _group, _joined, _topic, commit, diff, heartbeat, join, sync)
+from tests.support import BrokerThread
 
 FENCED_INSTANCE_ID = 82
 INCONSISTENT_GROUP_PROTOCOL = 23
@@ -97,3 +103,46 @@ def test_a_deleted_group_is_gone_for_every_request(diff):
         # A new member starts the group afresh.
         again = _joined(s, "b", group)
         assert again["generation_id"] == 1
+
+
+# -- the offset-expiry sweep and a pending member id --------------------------------------------
+
+SWEEP_MS = 500  # offsets.retention.check.interval.ms of the pair below
+
+
+@pytest.fixture(scope="module")
+def sweeping(tmp_path_factory):
+    """kcoord and Kafka 4.x whose offset-expiry sweep runs every half second."""
+    missing = kafka.missing_requirements()
+    if missing:
+        _unavailable(missing)
+    overrides = {"offsets.retention.check.interval.ms": SWEEP_MS}
+    reference = kafka.KafkaBroker(kafka.MAIN_VERSION, extra=overrides)
+    try:
+        reference.start()
+    except kafka.ReferenceUnavailable as exc:
+        _unavailable(str(exc).splitlines()[0])
+    ours = None
+    try:
+        create_offsets_topic(reference)
+        ours = BrokerThread(tmp_path_factory.mktemp("kcoord-sweep"), overrides).start()
+        yield Differential(ours.bootstrap, reference.bootstrap, f"Kafka {reference.version}")
+    finally:
+        if ours is not None:
+            ours.stop()
+        reference.stop()
+
+
+def test_the_sweep_deletes_an_empty_group_whose_only_member_id_is_pending(sweeping):
+    # Kafka's new coordinator (GroupCoordinatorShard.cleanupGroupMetadata) deletes
+    # an Empty classic group without offsets at the next sweep, whatever member
+    # ids it has handed out; the member's second JoinGroup then finds no group.
+    group = _group()
+    with GroupScript(sweeping) as s:
+        s.ready(group)
+        first = s.call("a", 11, 9, join(group))
+        assert first["error_code"] == 79 and first["member_id"] == "<member-0>"
+        s.wait_state(group, "Dead", timeout=30)  # DescribeGroups of a missing group
+        second = s.call("a", 11, 9, join(group, "<member-0>"))
+        assert second["error_code"] == UNKNOWN_MEMBER_ID
+        assert s.call("b", 11, 9, join(group))["error_code"] == 79  # a new member starts over
