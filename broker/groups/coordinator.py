@@ -235,9 +235,13 @@ class GroupCoordinator:
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
             log.info("group.pending_member_expired", group_id=group_id, member_id=member_id,
-                     reason="did not re-join with the member id it was given in time")
+                     generation=group.generation, state=group.state.value,
+                     reason="did not join again with the member id it was given "
+                            "within its session timeout")
             if group.state is S.PREPARING_REBALANCE and group.has_all_members_joined():
-                return self._complete_join(group, now)
+                return self._complete_join(
+                    group, now, f"pending member {member_id} expired and every member "
+                                "has joined")
             return None
         member = group.members.get(member_id)
         if member is None:
@@ -259,7 +263,8 @@ class GroupCoordinator:
         if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
             out.merge(self._rebalance_or_complete(group, reason, now))
         elif group.state is S.PREPARING_REBALANCE and group.has_all_members_joined():
-            out.merge(self._complete_join(group, now))
+            out.merge(self._complete_join(
+                group, now, f"{reason} and every remaining member has joined"))
         return out
 
     def _drop_member(self, group: Group, member: Member, out: Outcome) -> None:
@@ -300,7 +305,8 @@ class GroupCoordinator:
                                  ("initial", delay, remaining))
             return out
         if group.has_all_members_joined():
-            return out.merge(self._complete_join(group, now))
+            return out.merge(self._complete_join(
+                group, now, f"{reason} and every member has joined"))
         self.timers.schedule(("join", group.group_id), now + group.rebalance_timeout_ms(),
                              ("normal",))
         return out
@@ -312,7 +318,7 @@ class GroupCoordinator:
             return None  # the initial delay never completes early
         if not group.has_all_members_joined():
             return None
-        return self._complete_join(group, now)
+        return self._complete_join(group, now, "every member has joined")
 
     def _join_timer(self, group_id: str, payload, now: int) -> Outcome | None:
         group = self.groups.get(group_id)
@@ -325,10 +331,16 @@ class GroupCoordinator:
                 next_delay = min(self.config.initial_rebalance_delay_ms, remaining)
                 self.timers.schedule(("join", group_id), now + next_delay,
                                      ("initial", next_delay, max(remaining - delay, 0)))
+                log.info("group.initial_delay_extended", group_id=group_id,
+                         generation=group.generation, delay_ms=next_delay,
+                         reason="a new member joined during group.initial.rebalance.delay.ms")
                 return None
-        return self._complete_join(group, now)
+            return self._complete_join(
+                group, now, f"group.initial.rebalance.delay.ms ({payload[1]} ms) is over")
+        return self._complete_join(
+            group, now, f"the rebalance timeout ({group.rebalance_timeout_ms()} ms) is over")
 
-    def _complete_join(self, group: Group, now: int) -> Outcome:
+    def _complete_join(self, group: Group, now: int, reason: str) -> Outcome:
         """The join phase ends: a new generation (GroupMetadataManager.completeClassicGroupJoin)."""
         out = Outcome()
         self.timers.cancel(("join", group.group_id))
@@ -337,15 +349,16 @@ class GroupCoordinator:
         for member in gone:
             self._cancel_session(group, member.member_id)
             group.remove_member(member.member_id)
-        if gone:
-            log.info("group.members_removed", group_id=group.group_id,
-                     members=[m.member_id for m in gone], generation=group.generation,
-                     reason="did not re-join before the rebalance timeout")
+            log.info("group.member_removed", group_id=group.group_id,
+                     member_id=member.member_id, generation=group.generation,
+                     state=group.state.value,
+                     reason=f"did not join again before the join phase ended ({reason})")
         if group.state is S.DEAD:
             return out
         if group.members and not self._elect_joined_leader(group):
             log.warning("group.rebalance_stalled", group_id=group.group_id,
-                        reason="no member re-joined; waiting for their sessions to expire")
+                        generation=group.generation, members=len(group.members),
+                        reason="no member joined again; waiting for their sessions to expire")
             self.timers.schedule(("join", group.group_id), now + group.rebalance_timeout_ms(),
                                  ("normal",))
             return out
@@ -356,7 +369,7 @@ class GroupCoordinator:
             group.subscribed = group.subscribed_topics()
             group.transition_to(S.EMPTY, now)
             log.info("group.empty", group_id=group.group_id, generation=group.generation,
-                     reason="no members left after the join phase")
+                     reason=f"no members left when the join phase ended ({reason})")
             out.writes.append(self._write(group.group_id, [self._group_record(group, {})]))
             return out
         group.protocol_name = group.select_protocol()
@@ -364,7 +377,9 @@ class GroupCoordinator:
         group.transition_to(S.COMPLETING_REBALANCE, now)
         log.info("group.generation_started", group_id=group.group_id,
                  generation=group.generation, protocol=group.protocol_name,
-                 leader=group.leader_id, members=len(group.members))
+                 leader=group.leader_id, members=len(group.members),
+                 reason=f"the join phase ended: {reason}; waiting for the leader's "
+                        "assignment (SyncGroup)")
         everyone = self._member_list(group)
         for member in group.members.values():
             if member.awaiting_join is not None:
@@ -414,8 +429,10 @@ class GroupCoordinator:
         for member_id in late:
             self._cancel_session(group, member_id)
             group.remove_member(member_id)
-        log.info("group.members_removed", group_id=group_id, members=late,
-                 generation=generation, reason="no SyncGroup before the rebalance timeout")
+            log.info("group.member_removed", group_id=group_id, member_id=member_id,
+                     generation=generation, state=group.state.value,
+                     reason=f"no SyncGroup within the rebalance timeout "
+                            f"({group.rebalance_timeout_ms()} ms)")
         return self._prepare_rebalance(group, f"members {late} did not sync in time", now)
 
     def _propagate_assignment_error(self, group: Group, code: E, out: Outcome,
@@ -448,11 +465,21 @@ class GroupCoordinator:
             if not new_member:
                 return out.answer(ticket, join_error(E.UNKNOWN_MEMBER_ID, req.member_id))
             group = self.groups[req.group_id] = Group(req.group_id)
-            log.info("group.created", group_id=req.group_id, reason="first JoinGroup")
+            log.info("group.created", group_id=req.group_id, generation=group.generation,
+                     reason="first JoinGroup")
         if not self._accept_joining_member(group, req.member_id):
             member = group.members.get(req.member_id)
+            why = f"group.max.size ({self.config.max_group_size}) reached"
             if member is not None:
+                log.info("group.member_removed", group_id=group.group_id,
+                         member_id=req.member_id, generation=group.generation,
+                         state=group.state.value, reason=why)
                 self._drop_member(group, member, out)
+            else:
+                log.info("group.join_refused", group_id=group.group_id,
+                         member_id=req.member_id, group_instance_id=req.group_instance_id,
+                         client_id=req.client_id, generation=group.generation,
+                         state=group.state.value, reason=why)
             group.pending_members.discard(req.member_id)
             out.answer(ticket, join_error(E.GROUP_MAX_SIZE_REACHED))
         elif new_member:
@@ -476,7 +503,9 @@ class GroupCoordinator:
                 return out
             # Kafka reverts the creation: the group and its parked joins are gone.
             log.warning("group.write_failed", group_id=group.group_id, error=error.name,
-                        record="new empty group")
+                        record="new empty group", generation=group.generation,
+                        reason="the new group could not be stored: it is dropped and its "
+                               "joins answered with the error")
             for member in list(group.members.values()):
                 if member.awaiting_join is not None:
                     out.answer(member.awaiting_join, join_error(map_write_error(error)))
@@ -519,7 +548,10 @@ class GroupCoordinator:
             self.timers.schedule(("session", group.group_id, member_id),
                                  now + req.session_timeout_ms)
             log.info("group.member_id_required", group_id=group.group_id, member_id=member_id,
-                     state=group.state.value)
+                     client_id=req.client_id, generation=group.generation,
+                     state=group.state.value,
+                     reason="a new member must join again with the member id it is given "
+                            "(KIP-394)")
             out.answer(ticket, join_error(E.MEMBER_ID_REQUIRED, member_id))
             return
         out.merge(self._add_member(ticket, group, req, member_id, now))
@@ -588,6 +620,9 @@ class GroupCoordinator:
 
     def _update_member_and_rebalance(self, ticket, group: Group, member: Member,
                                      req: JoinRequest, now: int, reason: str) -> Outcome:
+        log.info("group.member_rejoined", group_id=group.group_id, member_id=member.member_id,
+                 group_instance_id=member.group_instance_id, generation=group.generation,
+                 state=group.state.value, reason=reason, client_reason=req.reason)
         group.update_protocols(member, list(req.protocols))
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.session_timeout_ms = req.session_timeout_ms
@@ -606,9 +641,15 @@ class GroupCoordinator:
         group.pending_members.discard(member_id)
         out = Outcome()
         self._park_join(member, ticket, out)
+        if group.state is S.PREPARING_REBALANCE:
+            why = "new member joins the rebalance in progress; it waits for the join phase"
+        else:
+            why = (f"new member of a {group.state.value} group: a rebalance starts and "
+                   "it waits for the join phase")
         log.info("group.member_joined", group_id=group.group_id, member_id=member_id,
                  group_instance_id=req.group_instance_id, client_id=req.client_id,
-                 generation=group.generation, state=group.state.value, reason=req.reason)
+                 generation=group.generation, state=group.state.value, reason=why,
+                 client_reason=req.reason)
         # A new member cannot heartbeat before its join is answered: it gets the
         # long new-member timeout instead of its session timeout.
         self._arm_session(group, member, now, NEW_MEMBER_JOIN_TIMEOUT_MS)
@@ -636,7 +677,10 @@ class GroupCoordinator:
         self._park_join(member, ticket, out)
         log.info("group.static_member_replaced", group_id=group.group_id,
                  group_instance_id=req.group_instance_id, old_member_id=old_id,
-                 member_id=new_id, generation=group.generation, state=group.state.value)
+                 member_id=new_id, generation=group.generation, state=group.state.value,
+                 reason=f"a new instance joined with group.instance.id "
+                        f"{req.group_instance_id!r}: member {old_id} is fenced",
+                 client_reason=req.reason)
         if group.state is S.STABLE:
             if group.select_protocol() != group.protocol_name:
                 return out.merge(self._rebalance_or_complete(
@@ -648,7 +692,11 @@ class GroupCoordinator:
                 member.awaiting_join = None
                 if error is not E.NONE:
                     log.warning("group.write_failed", group_id=group.group_id,
-                                error=error.name, record="static member replacement")
+                                error=error.name, record="static member replacement",
+                                member_id=new_id, generation=group.generation,
+                                reason=f"the replacement could not be stored: member "
+                                       f"{old_id} keeps group.instance.id "
+                                       f"{req.group_instance_id!r}")
                     if group.members.get(new_id) is member:
                         group.update_protocols(member, old[0])
                         member.rebalance_timeout_ms, member.session_timeout_ms = old[1], old[2]
@@ -732,9 +780,13 @@ class GroupCoordinator:
         missing = [m for m in group.members if m not in assignment]
         if missing:
             log.warning("group.empty_assignments", group_id=group_id, members=missing,
-                        generation=group.generation)
-        log.info("group.assignment_received", group_id=group_id, leader=member_id,
-                 generation=group.generation, members=len(group.members))
+                        generation=group.generation,
+                        reason="the leader's assignment leaves these members out: they "
+                               "get an empty one")
+        log.info("group.assignment_received", group_id=group_id, member_id=member_id,
+                 leader=member_id, generation=group.generation, members=len(group.members),
+                 reason="the leader sent its assignment; every member gets its own once "
+                        "it is durable")
 
         self._assigning[group_id] = generation
 
@@ -747,7 +799,9 @@ class GroupCoordinator:
             if error is not E.NONE:
                 code = map_write_error(error)
                 log.warning("group.write_failed", group_id=group_id, error=error.name,
-                            record="assignment")
+                            record="assignment", generation=generation,
+                            reason="the assignment could not be stored: the members are "
+                                   "told the error and the group rebalances")
                 self._propagate_assignment_error(group, code, result, now)
                 return result.merge(self._rebalance_or_complete(
                     group, f"the assignment could not be stored ({code.name})", now))
@@ -760,7 +814,9 @@ class GroupCoordinator:
                     self._arm_session(group, m, now)
             group.transition_to(S.STABLE, now)
             log.info("group.stable", group_id=group_id, generation=group.generation,
-                     members=len(group.members), protocol=group.protocol_name)
+                     members=len(group.members), protocol=group.protocol_name,
+                     leader=group.leader_id,
+                     reason="the leader's assignment is durable; every member gets its own")
             return result
 
         out.writes.append(self._write(group_id, [self._group_record(group, assignment)], done))
@@ -826,6 +882,10 @@ class GroupCoordinator:
             elif member_id in group.pending_members:
                 group.pending_members.discard(member_id)
                 self._cancel_session(group, member_id)
+                log.info("group.pending_member_left", group_id=group_id, member_id=member_id,
+                         generation=group.generation, state=group.state.value,
+                         reason="LeaveGroup before its second JoinGroup",
+                         client_reason=reason)
                 errors.append(E.NONE)
                 left.append(member_id)
                 continue
@@ -837,7 +897,9 @@ class GroupCoordinator:
                 target = member_id
             log.info("group.member_left", group_id=group_id, member_id=target,
                      group_instance_id=instance_id, generation=group.generation,
-                     reason=reason or "not provided")
+                     state=group.state.value,
+                     reason=f"LeaveGroup: {reason}" if reason
+                     else "LeaveGroup (the client gave no reason)", client_reason=reason)
             self._drop_member(group, group.members[target], out)
             errors.append(E.NONE)
             left.append(target)
@@ -867,7 +929,8 @@ class GroupCoordinator:
             if generation >= 0:
                 return every(E.GROUP_ID_NOT_FOUND if version >= 9 else E.ILLEGAL_GENERATION)
             group = self.groups[group_id] = Group(group_id)
-            log.info("group.created", group_id=group_id, reason="offset commit of a simple consumer")
+            log.info("group.created", group_id=group_id, generation=group.generation,
+                     reason="offset commit of a simple consumer")
         error = self._validate_commit(group, generation, member_id, instance_id)
         if error is not E.NONE:
             return every(error)
@@ -1045,6 +1108,11 @@ class GroupCoordinator:
                 answer[group.group_id] = map_write_error(records_ok)
                 if group.state is S.DEAD and self.groups.get(group.group_id) is group:
                     group.state = S.EMPTY  # the deletion did not happen
+                    log.warning("group.write_failed", group_id=group.group_id,
+                                generation=group.generation, error=records_ok.name,
+                                record="group deletion", state=group.state.value,
+                                reason="the tombstones could not be written; the group "
+                                       "stays Empty")
             else:
                 self._forget_group(group)
             remaining["writes"] -= 1
@@ -1075,7 +1143,7 @@ class GroupCoordinator:
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
         self.offsets.groups.pop(group.group_id, None)
-        for member_id in list(group.members):
+        for member_id in [*group.members, *group.pending_members]:
             self._cancel_session(group, member_id)
         self.timers.cancel(("join", group.group_id))
         self.timers.cancel(("sync", group.group_id))
@@ -1146,7 +1214,8 @@ class GroupCoordinator:
             if expired:
                 self.offsets.apply(group.group_id, {tp: None for tp in expired})
                 log.info("group.offsets_expired", group_id=group.group_id,
-                         partitions=len(expired))
+                         generation=group.generation, state=group.state.value,
+                         partitions=len(expired), reason=self._expiry_reason(group))
             if group.state is S.EMPTY and not self.offsets.has_offsets(group.group_id):
                 group.transition_to(S.DEAD, now)
                 self._forget_group(group)
@@ -1156,6 +1225,17 @@ class GroupCoordinator:
             if records:
                 out.writes.extend(self._writes(group.group_id, records))
         return out
+
+    def _expiry_reason(self, group: Group) -> str:
+        retention = f"offsets.retention.minutes ({self.config.offsets_retention_ms} ms)"
+        if group.protocol_type is None:
+            return f"committed by a simple consumer longer ago than {retention}, " \
+                   "or past their explicit expiry time"
+        if group.state is S.EMPTY:
+            return f"the group has been Empty longer than {retention}, " \
+                   "or past their explicit expiry time"
+        return f"the group no longer subscribes to their topics and they were committed " \
+               f"longer ago than {retention}, or past their explicit expiry time"
 
     @staticmethod
     def _offset_expired(group: Group, tp, committed: OffsetAndMetadata, now: int,

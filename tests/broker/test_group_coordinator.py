@@ -949,3 +949,156 @@ def test_a_member_already_waiting_may_join_again_when_the_group_is_full():
     h.join("g", version=3, session=60_000)  # a third waiting member: full
     again = h.join("g", a, session=60_000)
     assert h.answer(again) is None and a in h.core.groups["g"].members
+
+
+# -- error branches the sessions above do not reach ------------------------------------------
+
+
+def _deleting(h) -> tuple[str, object]:
+    """Group "g" whose DeleteGroups tombstones are being written (Dead until they
+    are durable, as under fsync policy batch or always): the id of its former
+    member, and the parked DeleteGroups."""
+    leader, = h.stable_group("g", 1)
+    h.leave("g", leader)
+    h.settle()
+    ticket = h.delete_groups("g")
+    assert h.answer(ticket) is None and h.core.groups["g"].state is S.DEAD
+    return leader, ticket
+
+
+def test_every_member_request_to_a_group_being_deleted_gets_coordinator_not_available(h):
+    former, deletion = _deleting(h)
+    new = h.answer(h.join("g"))
+    assert (new["error_code"], new["member_id"]) == (E.COORDINATOR_NOT_AVAILABLE, "")
+    known = h.answer(h.join("g", former))
+    assert (known["error_code"], known["member_id"]) == (E.COORDINATOR_NOT_AVAILABLE, former)
+    assert h.answer(h.sync("g", 2, former))["error_code"] == E.COORDINATOR_NOT_AVAILABLE
+    assert h.heartbeat("g", 2, former) == E.COORDINATOR_NOT_AVAILABLE
+    assert h.leave("g", former) == (E.COORDINATOR_NOT_AVAILABLE, [])
+    for kwargs in ({}, {"generation": 2, "member": former}):  # simple consumer, member
+        assert h.answer(h.commit("g", {("t", 0): (1, "")}, **kwargs)) == \
+            {("t", 0): E.COORDINATOR_NOT_AVAILABLE}
+    assert [w.records[-1][1] for w in h.pending] == [None]  # only the deletion's tombstones
+    # Once the tombstones are durable the group is gone and a join starts afresh.
+    h.settle()
+    assert h.answer(deletion) == {"g": E.NONE}
+    assert h.answer(h.join("g"))["error_code"] == E.MEMBER_ID_REQUIRED
+    assert h.core.groups["g"].state is S.EMPTY and h.core.groups["g"].generation == 0
+
+
+def test_a_failed_deletion_gives_the_group_back(h):
+    former, deletion = _deleting(h)
+    h.settle(E.NOT_LEADER_OR_FOLLOWER)
+    assert h.answer(deletion) == {"g": E.NOT_COORDINATOR}
+    assert h.core.groups["g"].state is S.EMPTY
+    assert h.answer(h.join("g"))["error_code"] == E.MEMBER_ID_REQUIRED
+
+
+def test_a_replaced_static_member_is_fenced_from_sync_leave_and_commit(h):
+    old = _static_leader(h)
+    h.join("g", instance="i1")  # the restart: i1 now maps to a new member id
+    h.settle()
+    new = h.core.groups["g"].static_members["i1"]
+    assert new != old
+    assert h.answer(h.sync("g", 1, old, instance="i1"))["error_code"] == E.FENCED_INSTANCE_ID
+    assert h.leave("g", (old, "i1", None)) == (E.NONE, [E.FENCED_INSTANCE_ID])
+    assert h.answer(h.commit("g", {("t", 0): (1, "")}, generation=1, member=old,
+                             instance="i1")) == {("t", 0): E.FENCED_INSTANCE_ID}
+    # A live member claiming another's instance id is fenced as well.
+    dynamic, parked = h.join_new("g")
+    assert h.core.groups["g"].state is S.PREPARING_REBALANCE
+    assert h.answer(h.sync("g", 1, dynamic, instance="i1"))["error_code"] == \
+        E.FENCED_INSTANCE_ID
+    # None of this disturbed the new member or wrote anything.
+    assert h.core.groups["g"].static_members == {"i1": new}
+    assert not h.pending
+    assert h.heartbeat("g", 1, new, "i1") == E.REBALANCE_IN_PROGRESS
+
+
+def test_a_known_member_rejoining_with_protocols_the_group_does_not_share_is_refused(h):
+    leader, follower = h.stable_group("g", 2)
+    refused = h.answer(h.join("g", follower, protocols=[("roundrobin", subscription("t"))]))
+    assert (refused["error_code"], refused["member_id"], refused["generation_id"]) == \
+        (E.INCONSISTENT_GROUP_PROTOCOL, follower, -1)
+    refused = h.answer(h.join("g", follower, protocol_type="connect"))
+    assert refused["error_code"] == E.INCONSISTENT_GROUP_PROTOCOL
+    group = h.core.groups["g"]
+    assert group.state is S.STABLE and group.generation == 1  # no rebalance
+    assert group.members[follower].protocol_names() == ["range"]
+    assert h.heartbeat("g", 1, follower) == E.NONE
+
+
+def test_a_sync_to_an_empty_group_is_an_unknown_member(h):
+    leader, = h.stable_group("g", 1)
+    h.leave("g", leader)
+    assert h.core.groups["g"].state is S.EMPTY
+    for generation in (1, 2):  # the old generation and the emptied one
+        answer = h.answer(h.sync("g", generation, leader, [(leader, b"A")]))
+        assert answer == {"error_code": E.UNKNOWN_MEMBER_ID, "protocol_type": None,
+                          "protocol_name": None, "assignment": b""}
+    h.settle()
+    assert h.core.groups["g"].state is S.EMPTY and not h.pending
+
+
+def test_a_timer_removing_a_member_completes_the_join_during_the_initial_delay():
+    # New coordinator (§16): an expiry during the initial delay completes the join
+    # at once when everyone left has joined; a LeaveGroup still waits out the delay.
+    h = Harness(initial_rebalance_delay_ms=400_000)
+    first, first_join = h.join_new("g", rebalance=600_000)
+    h.advance(200_000)
+    second, second_join = h.join_new("g", rebalance=600_000)
+    h.advance(NEW_MEMBER_JOIN_TIMEOUT_MS - 200_000 - 1)
+    assert h.answer(second_join) is None
+    # The first member's JoinGroup is still parked, but a new member has five
+    # minutes to complete its join: it expires, and the second one has joined.
+    h.advance(1)
+    assert h.answer(first_join)["error_code"] == E.UNKNOWN_MEMBER_ID
+    joined = h.answer(second_join)
+    assert (joined["error_code"], joined["generation_id"], joined["leader"]) == \
+        (E.NONE, 1, second)
+    assert [m["member_id"] for m in joined["members"]] == [second]
+    assert h.core.groups["g"].state is S.COMPLETING_REBALANCE
+
+
+def test_a_pending_member_expiring_during_the_initial_delay_completes_the_join():
+    h = Harness(initial_rebalance_delay_ms=10_000)
+    member, parked = h.join_new("g")
+    pending = h.answer(h.join("g", session=6_000))["member_id"]
+    h.advance(5_999)
+    assert h.answer(parked) is None
+    h.advance(1)  # the pending member id expires: everyone left has joined
+    assert pending not in h.core.groups["g"].pending_members
+    assert h.answer(parked)["generation_id"] == 1
+
+
+def test_a_leave_during_the_initial_delay_waits_for_the_delay():
+    h = Harness(initial_rebalance_delay_ms=10_000)
+    member, parked = h.join_new("g")
+    other, gone = h.join_new("g")
+    assert h.leave("g", other) == (E.NONE, [E.NONE])
+    assert h.answer(gone)["error_code"] == E.UNKNOWN_MEMBER_ID
+    # Everyone left has joined, but the delay runs on, extended once for the
+    # member that joined during it (10 s + 10 s).
+    h.advance(10_000)
+    h.advance(9_999)
+    assert h.answer(parked) is None
+    h.advance(1)
+    assert h.answer(parked)["generation_id"] == 1
+
+
+def test_the_expiry_sweep_deletes_an_empty_group_whose_only_member_id_is_pending():
+    # As Kafka's new coordinator (checked in test_differential_group_errors): an
+    # Empty group without offsets is deleted at the next sweep even while a
+    # member id it handed out is pending; that member's second join finds no group.
+    h = Harness(offsets_retention_check_interval_ms=10_000)
+    baseline = len(h.core.timers)  # the periodic sweep
+    pending = h.answer(h.join("g", session=30_000))["member_id"]
+    h.settle()  # the new group's record
+    h.advance(10_000)
+    assert "g" not in h.core.groups
+    assert len(h.core.timers) == baseline  # the pending member's deadline went with it
+    h.settle()
+    kind, key, value = _records(h)[-1]
+    assert (kind, key.group, value) == (G.GROUP_METADATA, "g", None)
+    answer = h.answer(h.join("g", pending, session=30_000))
+    assert (answer["error_code"], answer["member_id"]) == (E.UNKNOWN_MEMBER_ID, pending)
