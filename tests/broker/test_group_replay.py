@@ -109,3 +109,71 @@ def test_a_restart_in_the_middle_of_a_rebalance_brings_back_the_last_stable_gene
     assert (group.state, group.generation, sorted(group.members)) == \
         (S.STABLE, 1, sorted([leader, follower]))
     assert group.members[follower].assignment == follower.encode()
+
+
+# -- failed tombstones: the live state stays what the log holds, as Kafka's
+# coordinator reverts to the log when a write fails -----------------------------------
+
+
+def _offsets(h, group="g"):
+    return {tp: o.offset for tp, o in h.core.offsets.offsets(group).items()}
+
+
+def test_a_failed_offset_delete_leaves_the_offsets_there():
+    h = Harness()
+    h.commit("g", {("t", 0): (5, ""), ("t", 1): (6, "")})
+    h.settle()
+    ticket = h.delete_offsets("g", [("t", 0)])
+    assert _offsets(h) == {("t", 1): 6}  # gone while its tombstone is written
+    h.settle(E.KAFKA_STORAGE_ERROR)
+    assert h.answer(ticket)[0] == E.NOT_COORDINATOR
+    assert _offsets(h) == {("t", 0): 5, ("t", 1): 6} == \
+        {tp: o.offset for tp, o in replay(h.durable).offsets["g"].items()}
+
+
+def test_a_commit_durable_under_a_failed_delete_is_the_offset():
+    h = Harness()
+    h.commit("g", {("t", 0): (5, "")})
+    h.settle()
+    h.commit("g", {("t", 0): (7, "")})  # in flight ...
+    h.delete_offsets("g", [("t", 0)])  # ... when its deletion is issued
+    write, deletion = h.pending
+    h.pending.clear()
+    h.durable.extend(write.records)
+    h._take(write.done(E.NONE, h.now))
+    h._take(deletion.done(E.KAFKA_STORAGE_ERROR, h.now))
+    assert _offsets(h) == {("t", 0): 7}
+    assert replay(h.durable).offsets["g"][("t", 0)].offset == 7
+
+
+def test_a_failed_expiry_keeps_the_group_and_its_offsets():
+    h = Harness(offsets_retention_ms=60_000, offsets_retention_check_interval_ms=10_000)
+    h.commit("g", {("t", 0): (5, "")})
+    h.settle()
+    h.advance(60_000)
+    assert "g" not in h.core.groups and not h.core.offsets.has_offsets("g")
+    assert h.settle(E.KAFKA_STORAGE_ERROR) == 1
+    assert h.core.groups["g"].state is S.EMPTY
+    assert _offsets(h) == {("t", 0): 5}
+    h.advance(10_000)  # the next sweep tries again
+    h.settle()
+    assert "g" not in h.core.groups and not h.core.offsets.has_offsets("g")
+    assert replay(h.durable).groups == {}
+
+
+def test_a_failed_delete_groups_keeps_the_time_the_group_became_empty():
+    h = Harness(offsets_retention_ms=60_000, offsets_retention_check_interval_ms=10_000)
+    leader, = h.stable_group("g", 1)
+    h.commit("g", {("t", 0): (5, "")}, generation=1, member=leader)
+    h.leave("g", leader)
+    h.settle()
+    emptied = h.core.groups["g"].current_state_timestamp
+    h.advance(30_000)
+    ticket = h.delete_groups("g")
+    h.settle(E.NOT_LEADER_OR_FOLLOWER)
+    assert h.answer(ticket) == {"g": E.NOT_COORDINATOR}
+    group = h.core.groups["g"]
+    assert (group.state, group.current_state_timestamp) == (S.EMPTY, emptied)
+    assert replay(h.durable).groups["g"].current_state_timestamp == emptied
+    h.advance(30_000)  # 60 s after the group became Empty: its offsets expire
+    assert not h.core.offsets.has_offsets("g")
