@@ -25,6 +25,7 @@ handlers shape them for the version asked.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import uuid
 from collections.abc import Callable, Iterable
@@ -149,6 +150,9 @@ class GroupCoordinator:
         # write (a deletion) of the same partition was issued meanwhile, so the
         # live state is always what replaying the log gives.
         self._in_flight: dict[str, dict[tuple[str, int], int]] = {}
+        # What the log holds for those partitions: a failed write leaves them so,
+        # as Kafka's coordinator reverts to the log when an append fails.
+        self._logged: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]] = {}
         self._write_seq = itertools.count(1)
         # group -> generation whose assignment is being written
         self._assigning: dict[str, int] = {}
@@ -956,13 +960,13 @@ class GroupCoordinator:
 
         def done(error: E, now: int) -> Outcome:
             result = Outcome()
-            latest = self._settle(group_id, seq, stored)
+            latest = self._settle(group_id, seq, stored, error)
+            if self.groups.get(group_id) is group:
+                self.offsets.apply(group_id, latest)
             if error is not E.NONE:
                 code = map_write_error(error)
                 return result.answer(ticket, {tp: code if tp in stored else c
                                               for tp, c in answer.items()})
-            if self.groups.get(group_id) is group:
-                self.offsets.apply(group_id, latest)
             return result.answer(ticket, answer)
 
         out.writes.append(self._write(group_id, records, done))
@@ -972,18 +976,26 @@ class GroupCoordinator:
         """Register an offset write of ``partitions``; returns its sequence."""
         seq = next(self._write_seq)
         pending = self._in_flight.setdefault(group_id, {})
+        logged = self._logged.setdefault(group_id, {})
         for tp in partitions:
+            if tp not in pending:
+                logged[tp] = self.offsets.get(group_id, *tp)
             pending[tp] = seq
         return seq
 
-    def _settle(self, group_id: str, seq: int, changes: dict) -> dict:
-        """A write is durable: the changes no later write of the same partition overrides."""
+    def _settle(self, group_id: str, seq: int, changes: dict, error: E = E.NONE) -> dict:
+        """A write is durable (or failed): for the partitions no later write
+        overrides, what the log now holds, to make live."""
         pending = self._in_flight.get(group_id, {})
-        latest = {tp: v for tp, v in changes.items() if pending.get(tp) == seq}
+        logged = self._logged.get(group_id, {})
+        if error is E.NONE:
+            logged.update((tp, v) for tp, v in changes.items() if tp in logged)
+        latest = {tp: logged.pop(tp, None) for tp in changes if pending.get(tp) == seq}
         for tp in latest:
             del pending[tp]
         if not pending:
             self._in_flight.pop(group_id, None)
+            self._logged.pop(group_id, None)
         return latest
 
     def _held_or_pending(self, group_id: str):
@@ -994,12 +1006,14 @@ class GroupCoordinator:
         """Tombstones for ``partitions`` (those held or being written), applied to
         the live state at once; a commit still in flight will not bring them back."""
         partitions = list(partitions)
-        self.offsets.apply(group_id, {tp: None for tp in partitions})
         seq = self._issue(group_id, partitions)
+        self.offsets.apply(group_id, {tp: None for tp in partitions})
         changes = {tp: None for tp in partitions}
 
         def settled(error: E, now: int) -> Outcome:
-            self._settle(group_id, seq, changes)
+            latest = self._settle(group_id, seq, changes, error)
+            if group_id in self.groups:
+                self.offsets.apply(group_id, latest)
             return done(error, now) if done is not None else Outcome()
 
         return self._writes(group_id, self._offset_tombstones(group_id, partitions), settled)
@@ -1101,13 +1115,15 @@ class GroupCoordinator:
             return out.answer(ticket, answer)
         remaining = {"writes": 0}
 
-        def finish(group: Group, settle, records_ok: E, now: int) -> Outcome:
+        def finish(group: Group, settle, since: int, records_ok: E, now: int) -> Outcome:
             result = Outcome()
-            settle()
+            latest = settle(records_ok)
             if records_ok is not E.NONE:
                 answer[group.group_id] = map_write_error(records_ok)
                 if group.state is S.DEAD and self.groups.get(group.group_id) is group:
-                    group.state = S.EMPTY  # the deletion did not happen
+                    # The deletion did not happen: the group as the log has it.
+                    group.state, group.current_state_timestamp = S.EMPTY, since
+                    self.offsets.apply(group.group_id, latest)
                     log.warning("group.write_failed", group_id=group.group_id,
                                 generation=group.generation, error=records_ok.name,
                                 record="group deletion", state=group.state.value,
@@ -1122,22 +1138,24 @@ class GroupCoordinator:
 
         for group in deleting:
             records, settle = self._tombstones(group)
+            since = group.current_state_timestamp
             group.transition_to(S.DEAD, now)
             log.info("group.deleted", group_id=group.group_id, generation=group.generation,
                      reason="DeleteGroups")
             remaining["writes"] += 1
-            out.writes.extend(self._writes(group.group_id, records,
-                                           lambda e, n, g=group, s=settle: finish(g, s, e, n)))
+            out.writes.extend(self._writes(group.group_id, records, functools.partial(
+                finish, group, settle, since)))
         return out
 
-    def _tombstones(self, group: Group) -> tuple[list[tuple[bytes, None]], Callable[[], None]]:
-        """The tombstones of a deleted group, and what to call once they are durable."""
+    def _tombstones(self, group: Group) -> tuple[list[tuple[bytes, None]], Callable[[E], dict]]:
+        """The tombstones of a deleted group, and what to call once they are durable
+        (or failed): it gives the offsets the log then holds."""
         partitions = sorted(self._held_or_pending(group.group_id))
         seq = self._issue(group.group_id, partitions)  # commits in flight stay deleted
         records = self._offset_tombstones(group.group_id, partitions)
         records.append((G.group_metadata_key(group.group_id), None))
-        return records, lambda: self._settle(group.group_id, seq,
-                                             {tp: None for tp in partitions})
+        return records, lambda error: self._settle(group.group_id, seq,
+                                                   {tp: None for tp in partitions}, error)
 
     def _forget_group(self, group: Group) -> None:
         if self.groups.get(group.group_id) is group:
@@ -1211,6 +1229,8 @@ class GroupCoordinator:
             expired = [tp for tp, o in held.items()
                        if self._offset_expired(group, tp, o, now, retention)]
             records = self._offset_tombstones(group.group_id, expired)
+            seq = self._issue(group.group_id, expired) if expired else None
+            since = group.current_state_timestamp
             if expired:
                 self.offsets.apply(group.group_id, {tp: None for tp in expired})
                 log.info("group.offsets_expired", group_id=group.group_id,
@@ -1223,7 +1243,8 @@ class GroupCoordinator:
                 log.info("group.deleted", group_id=group.group_id, generation=group.generation,
                          reason="empty and all its offsets expired")
             if records:
-                out.writes.extend(self._writes(group.group_id, records))
+                out.writes.extend(self._writes(group.group_id, records, functools.partial(
+                    self._expiry_written, group, seq, expired, since)))
         return out
 
     def _expiry_reason(self, group: Group) -> str:
@@ -1236,6 +1257,19 @@ class GroupCoordinator:
                    "or past their explicit expiry time"
         return f"the group no longer subscribes to their topics and they were committed " \
                f"longer ago than {retention}, or past their explicit expiry time"
+
+    def _expiry_written(self, group: Group, seq: int, expired, since: int, error: E,
+                        now: int) -> Outcome:
+        """The tombstones of an expiry sweep are durable, or failed: then the group
+        and offsets stay as the log has them, as Kafka reverts to the log."""
+        latest = self._settle(group.group_id, seq, dict.fromkeys(expired), error) \
+            if seq is not None else {}
+        if error is not E.NONE and group.state is S.DEAD and group.group_id not in self.groups:
+            group.state, group.current_state_timestamp = S.EMPTY, since
+            self.groups[group.group_id] = group
+        if self.groups.get(group.group_id) is group:
+            self.offsets.apply(group.group_id, latest)
+        return Outcome()
 
     @staticmethod
     def _offset_expired(group: Group, tp, committed: OffsetAndMetadata, now: int,
