@@ -297,6 +297,123 @@ def test_kafka_consumer_groups_list_describe_reset_and_delete(tools, make_broker
     assert "inspectors" not in _run(GROUPS_TOOL, *server, "--list").split()
 
 
+# A topic of four partitions holding COUNTS messages, its group's offsets
+# committed at COMMITTED before two consumers join that read but never commit:
+# the lag per partition is known and stays put.
+COUNTS, COMMITTED = (2, 3, 4, 6), (0, 3, 1, 2)
+
+
+def _tables(out: str) -> list[list[list[str]]]:
+    """The tables kafka-consumer-groups prints: blank-line separated, each a
+    header row then data rows, split on whitespace (no value holds a space, and
+    the one header that does, "COORDINATOR (ID)", is joined)."""
+    tables, table = [], []
+    for line in out.splitlines() + [""]:
+        line = line.replace("COORDINATOR (ID)", "COORDINATOR(ID)")
+        if line.strip():
+            table.append(line.split())
+        elif table:
+            tables.append(table)
+            table = []
+    return tables
+
+
+def _describe_live_group(bootstrap: str, topic: str, group: str) -> dict[str, list]:
+    """Every ``--describe`` view of ``group`` while two members hold ``topic``, with
+    member ids and the coordinator's address replaced by stable names."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.structs import OffsetAndMetadata
+
+    from tests.integration.members import ConfluentMember, owned_once, until
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, len(COUNTS), 1)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for p, count in enumerate(COUNTS):
+        for i in range(count):
+            producer.send(topic, value=b"%d" % i, partition=p)
+    producer.flush(30)
+    producer.close()
+    simple = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    simple.commit({TopicPartition(topic, p): OffsetAndMetadata(offset, "", -1)
+                   for p, offset in enumerate(COMMITTED)})
+    simple.close()
+    members = [ConfluentMember(bootstrap, group, topic, commit=False,
+                               extra={"client.id": f"client-{name}"}).start() for name in "ab"]
+    try:
+        unread = {(p, o) for p, count in enumerate(COUNTS) for o in range(COMMITTED[p], count)}
+        until(lambda: owned_once(members, len(COUNTS)) and all(m.member_id for m in members)
+              and {(p, o) for m in members for p, o, _v in m.seen} == unread, 60,
+              lambda: f"two members reading on from the commits: "
+                      f"{[(sorted(m.assignment), m.seen) for m in members]}")
+        server = ("--bootstrap-server", bootstrap)
+        views = {
+            "offsets": _run(GROUPS_TOOL, *server, "--describe", "--group", group),
+            "members": _run(GROUPS_TOOL, *server, "--describe", "--group", group, "--members",
+                            "--verbose"),
+            "state": _run(GROUPS_TOOL, *server, "--describe", "--group", group, "--state"),
+        }
+        names = {m.member_id: f"<member of {m.settings['extra']['client.id']}>" for m in members}
+        held = {m.settings["extra"]["client.id"]: sorted(m.assignment) for m in members}
+    finally:
+        for m in members:
+            m.stop()
+    assert all(m.error is None for m in members)
+    coordinator = f"127.0.0.1:{bootstrap.rsplit(':', 1)[1]}"
+    parsed = {}
+    for view, out in views.items():
+        for member_id, name in names.items():
+            out = out.replace(member_id, name.replace(" ", "_"))
+        parsed[view] = _tables(out.replace(coordinator, "<coordinator>"))
+    parsed["held"] = held
+    return parsed
+
+
+def test_kafka_consumer_groups_describes_live_members_as_kafka_does(
+        tools, make_broker, reference_kafka):
+    """``--describe`` (offsets and lag per partition, with the member holding it),
+    ``--describe --members --verbose`` and ``--describe --state`` of a group
+    with two live members: what the consumers hold and what was committed, and
+    the same tables as Kafka prints for the same group."""
+    import uuid
+
+    suffix = uuid.uuid4().hex[:8]  # the reference Kafka is shared by the whole run
+    topic, group = f"described-{suffix}", f"describers-{suffix}"
+    kcoord = _describe_live_group(make_broker().bootstrap, topic, group)
+    kafka_ = _describe_live_group(reference_kafka.bootstrap, topic, group)
+    owner = {p: f"<member_of_{client}>" for client, parts in kcoord["held"].items()
+             for p in parts}
+    client_of = {p: client for client, parts in kcoord["held"].items() for p in parts}
+
+    (offsets,) = kcoord["offsets"]
+    assert offsets[0] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET",
+                          "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+    assert sorted(offsets[1:], key=lambda row: int(row[2])) == [
+        [group, topic, str(p), str(COMMITTED[p]), str(COUNTS[p]), str(COUNTS[p] - COMMITTED[p]),
+         owner[p], "/127.0.0.1", client_of[p]] for p in range(len(COUNTS))]
+
+    (members,) = kcoord["members"]
+    # Kafka 4's tool prints the epochs of the new consumer protocol too ("-" for
+    # a classic group) and the assignment as topic:partitions.
+    assert members[0] == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+                          "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH",
+                          "TARGET-ASSIGNMENT"]
+    assert sorted(members[1:], key=lambda row: row[3]) == [
+        [group, f"<member_of_{client}>", "/127.0.0.1", client, str(len(parts)), "-",
+         f"{topic}:" + ",".join(map(str, parts)), "-", "-"]
+        for client, parts in sorted(kcoord["held"].items())]
+
+    (state,) = kcoord["state"]
+    assert state == [["GROUP", "COORDINATOR(ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+                     [group, "<coordinator>", "(1)", "range", "Stable", "2"]]
+
+    # Kafka prints the same tables for the same group (rows in its order too).
+    for view in ("offsets", "members", "state"):
+        assert kcoord[view] == kafka_[view], view
+
+
 def test_consumer_perf_test_consumes_in_a_group(tools, make_broker):
     node = make_broker()
     _produce(node, "perf-read", 3000, partitions=3)
