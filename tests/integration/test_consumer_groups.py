@@ -6,183 +6,22 @@ its restart without a rebalance."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import KafkaAdminClient
 
-PARTITIONS = 6
-
-
-def _topic(bootstrap: str, name: str, partitions: int = PARTITIONS, per_partition: int = 5):
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    admin.create_topics([NewTopic(name, partitions, 1)])
-    admin.close()
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
-    for p in range(partitions):
-        for i in range(per_partition):
-            producer.send(name, value=b"%d-%d" % (p, i), partition=p)
-    producer.flush(30)
-    producer.close()
-
-
-def _until(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
-
-
-# -- one adapter per client: a consumer in a thread that polls and reports --------------
-
-
-class Member:
-    """A group member polling in its own thread; ``assignment`` and ``seen`` are live."""
-
-    def __init__(self, bootstrap, group, topic, **settings):
-        self.bootstrap, self.group, self.topic, self.settings = bootstrap, group, topic, settings
-        self.assignment: set[int] = set()
-        self.seen: list[tuple[int, int, bytes]] = []
-        self.refused: list = []  # commit errors, for the record
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self.error: BaseException | None = None
-
-    def start(self) -> "Member":
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-        assert not self._thread.is_alive(), f"{type(self).__name__} did not stop"
-
-    def _run(self) -> None:
-        try:
-            self.run()
-        except BaseException as exc:  # reported to the test thread
-            self.error = exc
-
-
-class KafkaPythonMember(Member):
-    def run(self):
-        consumer = KafkaConsumer(
-            bootstrap_servers=self.bootstrap, group_id=self.group,
-            auto_offset_reset="earliest", enable_auto_commit=False,
-            partition_assignment_strategy=self.settings.get("assignors", _kp_assignors("range")),
-            session_timeout_ms=self.settings.get("session", 10_000),
-            heartbeat_interval_ms=self.settings.get("heartbeat", 3_000),
-            **self.settings.get("extra", {}))
-        # The topic's metadata first: kafka-python's leader otherwise assigns
-        # nothing, re-joins as soon as the metadata arrives, and can stall in that
-        # second rebalance (against Kafka too).
-        consumer.partitions_for_topic(self.topic)
-        consumer.subscribe([self.topic])
-        try:
-            while not self._stop.is_set():
-                batches = consumer.poll(100)
-                for tp, messages in batches.items():
-                    self.seen += [(tp.partition, m.offset, m.value) for m in messages]
-                self.assignment = {tp.partition for tp in consumer.assignment()}
-                if self.seen:
-                    # Asynchronous (kafka-python's synchronous commit retries a
-                    # rebalancing group from the polling thread, which then cannot
-                    # re-join, with Kafka too), and again at every poll: a commit
-                    # refused during a rebalance is made good by the next one.
-                    consumer.commit_async()
-        finally:
-            consumer.close()
-
-
-def _kp_assignors(name):
-    from kafka.coordinator.assignors.range import RangePartitionAssignor
-    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-    return [{"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}[name]]
-
-
-class ConfluentMember(Member):
-    def run(self):
-        import confluent_kafka
-        config = {"bootstrap.servers": self.bootstrap, "group.id": self.group,
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                  "partition.assignment.strategy": self.settings.get("assignors", "range"),
-                  "session.timeout.ms": self.settings.get("session", 10_000),
-                  "heartbeat.interval.ms": 500}
-        config.update(self.settings.get("extra", {}))
-        consumer = confluent_kafka.Consumer(config)
-        try:
-            consumer.subscribe([self.topic])
-            while not self._stop.is_set():
-                message = consumer.poll(0.1)
-                if message is not None and not message.error():
-                    self.seen.append((message.partition(), message.offset(), message.value()))
-                    try:
-                        consumer.commit(message, asynchronous=False)
-                    except confluent_kafka.KafkaException as exc:
-                        # A commit racing a rebalance is refused (REBALANCE_IN_PROGRESS,
-                        # ILLEGAL_GENERATION), as by Kafka: the next owner reads again.
-                        self.refused.append(exc.args[0].code())
-                self.assignment = {tp.partition for tp in consumer.assignment()}
-        finally:
-            consumer.close()
-
-
-class AiokafkaMember(Member):
-    def run(self):
-        asyncio.run(self._main())
-
-    async def _main(self):
-        import aiokafka
-        from aiokafka.coordinator.assignors.range import RangePartitionAssignor
-        from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-        assignor = {"range": RangePartitionAssignor,
-                    "roundrobin": RoundRobinPartitionAssignor}[self.settings.get("assignors",
-                                                                                 "range")]
-        consumer = aiokafka.AIOKafkaConsumer(
-            self.topic, bootstrap_servers=self.bootstrap, group_id=self.group,
-            auto_offset_reset="earliest", enable_auto_commit=False,
-            partition_assignment_strategy=(assignor,),
-            session_timeout_ms=self.settings.get("session", 10_000), heartbeat_interval_ms=500)
-        await consumer.start()
-        try:
-            while not self._stop.is_set():
-                batches = await consumer.getmany(timeout_ms=100)
-                for tp, messages in batches.items():
-                    self.seen += [(tp.partition, m.offset, m.value) for m in messages]
-                if batches:
-                    await consumer.commit()
-                self.assignment = {tp.partition for tp in consumer.assignment()}
-        finally:
-            await consumer.stop()
-
-
-CLIENTS = {"kafka-python": KafkaPythonMember, "confluent-kafka": ConfluentMember,
-           "aiokafka": AiokafkaMember}
-
-
-def _owned_once(members, partitions=PARTITIONS):
-    owned = [m.assignment for m in members]
-    return all(owned) and sorted(p for o in owned for p in o) == list(range(partitions))
-
-
-def _committed(bootstrap, group, topic, partitions=PARTITIONS):
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        offsets = admin.list_group_offsets(group)[group]
-    finally:
-        admin.close()
-    return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == topic}
+from tests.integration.members import CLIENTS, PARTITIONS, ConfluentMember
+from tests.integration.members import committed as _committed
+from tests.integration.members import make_topic as _topic
+from tests.integration.members import owned_once as _owned_once
+from tests.integration.members import until as _until
 
 
 # -- tests ---------------------------------------------------------------------------------
@@ -272,25 +111,6 @@ def test_mixed_clients_share_one_group_and_read_each_other_s_commits(make_broker
                                     for p in range(PARTITIONS)], timeout=10)
     consumer.close()
     assert [tp.offset for tp in committed] == [5] * PARTITIONS
-
-
-@pytest.mark.parametrize("assignor", ["range", "roundrobin", "cooperative-sticky"])
-def test_confluent_assignors(make_broker, assignor):
-    node = make_broker()
-    topic, group = f"assign-{assignor}", f"group-{assignor}"
-    _topic(node.bootstrap, topic)
-    members = [ConfluentMember(node.bootstrap, group, topic, assignors=assignor).start()
-               for _ in range(2)]
-    try:
-        _until(lambda: _owned_once(members), 60, "each partition owned exactly once")
-        late = ConfluentMember(node.bootstrap, group, topic, assignors=assignor).start()
-        members.append(late)
-        _until(lambda: _owned_once(members) and all(len(m.assignment) == 2 for m in members),
-               60, "three members with two partitions each")
-    finally:
-        for m in members:
-            m.stop()
-    assert all(m.error is None for m in members)
 
 
 def test_a_static_member_restarts_without_a_rebalance(make_broker):

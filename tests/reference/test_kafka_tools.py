@@ -222,6 +222,15 @@ def _produce(node, topic: str, count: int, partitions: int = 2) -> None:
     producer.close()
 
 
+def _produce_more(node, topic: str, count: int, partitions: int) -> None:
+    from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=node.bootstrap)
+    for i in range(count):
+        producer.send(topic, value=b"more-%d" % i, partition=i % partitions)
+    producer.flush(30)
+    producer.close()
+
+
 def _describe_rows(out: str) -> dict[tuple[str, int], list[str]]:
     """kafka-consumer-groups --describe: {(topic, partition): columns}."""
     rows = {}
@@ -267,6 +276,119 @@ def test_verifiable_consumers_share_a_group_and_commit(tools, make_broker):
     assert assigned  # both joined the group and got partitions
 
 
+class _VerifiableConsumer:
+    """One VerifiableConsumer process with no message limit; ``events`` fills as it
+    prints them (JSON lines)."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str):
+        import subprocess
+        import threading
+
+        self.events: list[dict] = []
+        self.proc = subprocess.Popen(
+            ["java", *kafka.TOOL_JVM_OPTS, "-cp", kafka.classpath(),
+             "org.apache.kafka.tools.VerifiableConsumer", "--bootstrap-server", bootstrap,
+             "--topic", topic, "--group-id", group, "--session-timeout", "10000",
+             "--reset-policy", "earliest"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                self.events.append(json.loads(line))
+
+    def named(self, name: str, since: int = 0) -> list[dict]:
+        return [e for e in self.events[since:] if e["name"] == name]
+
+    def holds(self) -> set[int]:
+        """What it holds now: eager (range) rebalances revoke all, then assign all."""
+        held: set[int] = set()
+        for e in self.events:
+            parts = {p["partition"] for p in e.get("partitions", ())}
+            if e["name"] == "partitions_assigned":
+                held |= parts
+            elif e["name"] == "partitions_revoked":
+                held -= parts
+        return held
+
+    def consumed(self, since: int = 0) -> list[tuple[int, int]]:
+        return sorted((r["partition"], o) for e in self.named("records_consumed", since)
+                      for r in e["partitions"] for o in range(r["minOffset"], r["maxOffset"] + 1))
+
+    def stop(self) -> None:
+        import signal
+        import subprocess
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # its shutdown hook closes the consumer
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._reader.join(10)
+
+
+def test_verifiable_consumer_takes_over_from_one_that_leaves_and_rides_a_broker_restart(
+        tools, make_broker, tmp_path):
+    """Two of Kafka's system-test consumers share four partitions; one shuts down
+    (LeaveGroup) and the other is handed its partitions and reads on from its
+    commits; the broker restarts (same port, same data) and the survivor reads
+    on, still a member of the same generation."""
+    from tests.integration.members import until
+
+    port = kafka.free_port()
+    overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{port}"}  # the same after the restart
+    node = make_broker(tmp_path / "restarted", overrides=overrides)
+    _produce(node, "handover", 40, partitions=4)
+    first = _VerifiableConsumer(node.bootstrap, "handover", "handovers")
+    second = _VerifiableConsumer(node.bootstrap, "handover", "handovers")
+    consumers = (first, second)
+    everything = [(p, o) for p in range(4) for o in range(10)]
+    try:
+        until(lambda: len(first.holds()) == len(second.holds()) == 2
+              and sorted(first.consumed() + second.consumed()) == everything
+              and {(c["partition"], c["offset"]) for v in consumers
+                   for e in v.named("offsets_committed") for c in e["offsets"]}
+              >= {(p, 10) for p in range(4)}, 90,
+              lambda: f"two consumers sharing four partitions, everything read and committed: "
+                      f"{[v.holds() for v in consumers]}, {[v.events[-3:] for v in consumers]}")
+        assert all(e["success"] for v in consumers for e in v.named("offsets_committed"))
+        left, mark = first.holds(), len(second.events)
+        first.stop()
+        # A JVM ended by SIGTERM exits 143 once its shutdown hooks have run.
+        assert first.events[-1]["name"] == "shutdown_complete"
+        until(lambda: second.holds() == {0, 1, 2, 3}, 60,
+              lambda: f"the survivor to hold every partition: {second.events[mark:]}")
+        handed = [{p["partition"] for p in e["partitions"]} for e in second.events[mark:]
+                  if e["name"] == "partitions_assigned"]
+        assert handed[-1] == {0, 1, 2, 3} and left <= handed[-1]
+
+        mark = len(second.events)
+        _produce_more(node, "handover", 8, partitions=4)
+        until(lambda: second.consumed(mark) == [(p, o) for p in range(4) for o in (10, 11)], 60,
+              lambda: f"the new messages, from the partitions' commits: {second.events[mark:]}")
+
+        node.stop()
+        node = make_broker(tmp_path / "restarted", overrides=overrides)
+        mark = len(second.events)
+        _produce_more(node, "handover", 4, partitions=4)
+        until(lambda: second.consumed(mark) == [(p, 12) for p in range(4)], 90,
+              lambda: f"the messages after the restart: {second.events[mark:]}")
+        until(lambda: {(c["partition"], c["offset"]) for e in second.named(
+                  "offsets_committed", mark) if e["success"] for c in e["offsets"]}
+              >= {(p, 13) for p in range(4)}, 30, "their commits")
+        # The group came back with its member and generation: its commits were
+        # accepted and it never had to join again.
+        assert not [e for e in second.events[mark:] if e["name"].startswith("partitions_")]
+    finally:
+        for v in consumers:
+            v.stop()
+    assert second.events[-1]["name"] == "shutdown_complete"
+
+
 def test_kafka_consumer_groups_list_describe_reset_and_delete(tools, make_broker):
     node = make_broker()
     server = ("--bootstrap-server", node.bootstrap)
@@ -295,6 +417,126 @@ def test_kafka_consumer_groups_list_describe_reset_and_delete(tools, make_broker
     assert "Deletion of requested consumer groups ('inspectors') was successful." in _run(
         GROUPS_TOOL, *server, "--delete", "--group", "inspectors")
     assert "inspectors" not in _run(GROUPS_TOOL, *server, "--list").split()
+
+
+# A topic of four partitions holding COUNTS messages, its group's offsets
+# committed at COMMITTED before two consumers join that read but never commit:
+# the lag per partition is known and stays put.
+COUNTS, COMMITTED = (2, 3, 4, 6), (0, 3, 1, 2)
+
+
+def _tables(out: str) -> list[list[list[str]]]:
+    """The tables kafka-consumer-groups prints: blank-line separated, each a
+    header row then data rows, split on whitespace (no value holds a space, and
+    the one header that does, "COORDINATOR (ID)", is joined)."""
+    tables, table = [], []
+    for line in out.splitlines() + [""]:
+        line = line.replace("COORDINATOR (ID)", "COORDINATOR(ID)")
+        if line.strip():
+            table.append(line.split())
+        elif table:
+            tables.append(table)
+            table = []
+    return tables
+
+
+def _describe_live_group(bootstrap: str, topic: str, group: str) -> dict[str, list]:
+    """Every ``--describe`` view of ``group`` while two members hold ``topic``, with
+    member ids and the coordinator's address replaced by stable names."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.structs import OffsetAndMetadata
+
+    from tests.integration.members import ConfluentMember, owned_once, until
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, len(COUNTS), 1)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for p, count in enumerate(COUNTS):
+        for i in range(count):
+            producer.send(topic, value=b"%d" % i, partition=p)
+    producer.flush(30)
+    producer.close()
+    simple = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    simple.commit({TopicPartition(topic, p): OffsetAndMetadata(offset, "", -1)
+                   for p, offset in enumerate(COMMITTED)})
+    simple.close()
+    members = [ConfluentMember(bootstrap, group, topic, commit=False,
+                               extra={"client.id": f"client-{name}"}).start() for name in "ab"]
+    try:
+        unread = {(p, o) for p, count in enumerate(COUNTS) for o in range(COMMITTED[p], count)}
+        until(lambda: owned_once(members, len(COUNTS)) and all(m.member_id for m in members)
+              and {(p, o) for m in members for p, o, _v in m.seen} == unread, 60,
+              lambda: f"two members reading on from the commits: "
+                      f"{[(sorted(m.assignment), m.seen) for m in members]}")
+        server = ("--bootstrap-server", bootstrap)
+        views = {
+            "offsets": _run(GROUPS_TOOL, *server, "--describe", "--group", group),
+            "members": _run(GROUPS_TOOL, *server, "--describe", "--group", group, "--members",
+                            "--verbose"),
+            "state": _run(GROUPS_TOOL, *server, "--describe", "--group", group, "--state"),
+        }
+        names = {m.member_id: f"<member of {m.settings['extra']['client.id']}>" for m in members}
+        held = {m.settings["extra"]["client.id"]: sorted(m.assignment) for m in members}
+    finally:
+        for m in members:
+            m.stop()
+    assert all(m.error is None for m in members)
+    coordinator = f"127.0.0.1:{bootstrap.rsplit(':', 1)[1]}"
+    parsed = {}
+    for view, out in views.items():
+        for member_id, name in names.items():
+            out = out.replace(member_id, name.replace(" ", "_"))
+        parsed[view] = _tables(out.replace(coordinator, "<coordinator>"))
+    parsed["held"] = held
+    return parsed
+
+
+def test_kafka_consumer_groups_describes_live_members_as_kafka_does(
+        tools, make_broker, reference_kafka):
+    """``--describe`` (offsets and lag per partition, with the member holding it),
+    ``--describe --members --verbose`` and ``--describe --state`` of a group
+    with two live members: what the consumers hold and what was committed, and
+    the same tables as Kafka prints for the same group."""
+    import uuid
+
+    suffix = uuid.uuid4().hex[:8]  # the reference Kafka is shared by the whole run
+    topic, group = f"described-{suffix}", f"describers-{suffix}"
+    kcoord = _describe_live_group(make_broker().bootstrap, topic, group)
+    kafka_ = _describe_live_group(reference_kafka.bootstrap, topic, group)
+    owner = {p: f"<member_of_{client}>" for client, parts in kcoord["held"].items()
+             for p in parts}
+    client_of = {p: client for client, parts in kcoord["held"].items() for p in parts}
+
+    (offsets,) = kcoord["offsets"]
+    assert offsets[0] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET",
+                          "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+    assert sorted(offsets[1:], key=lambda row: int(row[2])) == [
+        [group, topic, str(p), str(COMMITTED[p]), str(COUNTS[p]), str(COUNTS[p] - COMMITTED[p]),
+         owner[p], "/127.0.0.1", client_of[p]] for p in range(len(COUNTS))]
+
+    (members,) = kcoord["members"]
+    # Kafka 4's tool prints the epochs of the new consumer protocol too ("-" for
+    # a classic group) and the assignment as topic:partitions.
+    assert members[0] == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+                          "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH",
+                          "TARGET-ASSIGNMENT"]
+    assert sorted(members[1:], key=lambda row: row[3]) == [
+        [group, f"<member_of_{client}>", "/127.0.0.1", client, str(len(parts)), "-",
+         f"{topic}:" + ",".join(map(str, parts)), "-", "-"]
+        for client, parts in sorted(kcoord["held"].items())]
+
+    (state,) = kcoord["state"]
+    assert state == [["GROUP", "COORDINATOR(ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+                     [group, "<coordinator>", "(1)", "range", "Stable", "2"]]
+
+    # Kafka prints the same tables for the same group. The order of the rows
+    # follows the order of the members in DescribeGroups, which in Kafka is that
+    # of a hash map: compared sorted.
+    for view in ("offsets", "members", "state"):
+        assert [[t[0], *sorted(t[1:])] for t in kcoord[view]] == \
+            [[t[0], *sorted(t[1:])] for t in kafka_[view]], view
 
 
 def test_consumer_perf_test_consumes_in_a_group(tools, make_broker):
