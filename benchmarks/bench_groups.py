@@ -11,7 +11,10 @@ Figures per broker:
 * a rebalance when one of 10 leaves (one that owns a partition): from its
   ``close()`` until the other 9 own every partition again;
 * synchronous commits per second, over 1 connection and over 8 (each a
-  consumer committing its own offsets in a loop, ``commit(asynchronous=False)``);
+  consumer committing its own offsets in a loop, ``commit(asynchronous=False)``),
+  also against a server that only answers (``commit_ceiling``: canned answers,
+  no group, no log): over 1 connection that is the client's own ceiling on this
+  machine (over 8 its threads share one interpreter lock: a lower bound only);
 * heartbeats per second sustained by 20 members of one group (raw wire,
   Heartbeat v4 back to back on 20 connections).
 
@@ -163,10 +166,10 @@ def _assignments(bootstrap: str) -> dict:
     return figures
 
 
-def _commits(bootstrap: str, connections: int, seconds: float) -> float:
+def _commits(bootstrap: str, connections: int, seconds: float, topic: str | None = None) -> float:
     """Synchronous commits per second, summed over ``connections`` consumers."""
     from confluent_kafka import Consumer, TopicPartition
-    topic = _admin_topic(bootstrap)
+    topic = topic or _admin_topic(bootstrap)
     counts = [0] * connections
     start = threading.Barrier(connections + 1)
 
@@ -386,6 +389,16 @@ def _kafka() -> dict | None:
     return on_kafka(_measure, prepare=create_offsets_topic)
 
 
+def _ceiling() -> dict[int, float]:
+    """Synchronous commits per second against ``commit_ceiling`` (no group, no log,
+    canned answers): the most this client reaches against any server here."""
+    from benchmarks.commit_ceiling import CommitCeiling
+    server = CommitCeiling("ceiling-topic")
+    with server.running():
+        return {n: _commits(server.bootstrap, n, COMMIT_SECONDS, topic=server.topic)
+                for n in (1, 8)}
+
+
 def run() -> None:
     print("consumer groups: confluent-kafka through kcoord, librdkafka's mock cluster and Kafka")
     with broker_server() as (port, pid):
@@ -416,6 +429,11 @@ def run() -> None:
           f"(goal for 1M: under 3 s)")
     print(f"  worst wait of another client while 8 connections commit: {ours['lag']:.1f} ms "
           f"(goal: under 50 ms)")
+    ceiling = _ceiling()
+    print(f"  sync commits/s against a server that only answers: {ceiling[1]:,.0f} over 1 "
+          f"connection (the client's ceiling; mock/ceiling {mock['commits 1'] / ceiling[1]:.2f}, "
+          f"kcoord/ceiling {ours['commits 1'] / ceiling[1]:.2f}), {ceiling[8]:,.0f} over 8 "
+          f"(a Python server: a lower bound)")
     print(f"  goals: first assignment {ours['first 1']:.0f} ms (under 50), sync commits "
           f"{ours['commits 1'] / mock['commits 1']:.2f}x mock (at least 2)")
     print()

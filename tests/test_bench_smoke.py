@@ -47,6 +47,9 @@ def test_benchmarks_run_quick_and_print_their_figures():
     assert re.search(r"memory per 1,000 groups of 3 members: \d+\.\d+ MiB", out), out
     assert re.search(r"start-up replay of [\d,]+ __consumer_offsets records: \d+\.\d+ s", out), out
     assert re.search(r"while 8 connections commit: \d+\.\d+ ms", out), out
+    assert re.search(r"sync commits/s against a server that only answers: [\d,]+ over 1 "
+                     r"connection \(the client's ceiling; mock/ceiling \d+\.\d+, "
+                     r"kcoord/ceiling \d+\.\d+\), [\d,]+ over 8", out), out
     # Pipeline: the data source next to plain-Python decoding of the same log.
     assert re.search(r"plain Python, 1 core: +[\d,]+ records/s", out), out
     assert re.search(r"per record \(the query's fixed cost and the JIT taken out\): +[\d,]+ "
