@@ -27,7 +27,7 @@ PARTITIONS = 4
 @pytest.fixture(params=["kcoord", "kafka"])
 def bootstrap(request, make_broker):
     if request.param == "kafka":
-        return request.getfixturevalue("reference_kafka").bootstrap
+        return request.getfixturevalue("scratch_kafka").bootstrap
     return make_broker().bootstrap
 
 

@@ -56,11 +56,25 @@ class ReferencePool:
     def get(self, version: str) -> kafka.KafkaBroker:
         if self._missing:
             _unavailable(self._missing)
-        if not self._futures:
+        if version not in self._futures:
             for v in (kafka.MAIN_VERSION, kafka.LEGACY_VERSION):
-                self._futures[v] = self._executor.submit(self._start, v)
+                if v not in self._futures:
+                    self._futures[v] = self._executor.submit(self._start, v)
         try:
             return self._futures[version].result()
+        except kafka.ReferenceUnavailable as exc:
+            _unavailable(str(exc).splitlines()[0])
+
+    def scratch(self) -> kafka.KafkaBroker:
+        """A third broker (Kafka 4.x) started on first use, for tests that change a
+        Kafka without a kcoord beside it: the paired references keep seeing only
+        what their kcoord sees."""
+        if self._missing:
+            _unavailable(self._missing)
+        if "scratch" not in self._futures:
+            self._futures["scratch"] = self._executor.submit(self._start, kafka.MAIN_VERSION)
+        try:
+            return self._futures["scratch"].result()
         except kafka.ReferenceUnavailable as exc:
             _unavailable(str(exc).splitlines()[0])
 
@@ -92,6 +106,14 @@ def _reference_pool():
 def reference_kafka(_reference_pool) -> kafka.KafkaBroker:
     """Apache Kafka 4.x, the main reference, with kcoord's development defaults."""
     return _reference_pool.get(kafka.MAIN_VERSION)
+
+
+@pytest.fixture(scope="session")
+def scratch_kafka(_reference_pool) -> kafka.KafkaBroker:
+    """Apache Kafka 4.x for tests that create topics and groups on Kafka alone (a
+    listing of every topic on ``reference_kafka`` must stay what its kcoord partner
+    lists)."""
+    return _reference_pool.scratch()
 
 
 @pytest.fixture(scope="session")

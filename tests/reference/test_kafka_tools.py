@@ -494,7 +494,7 @@ def _describe_live_group(bootstrap: str, topic: str, group: str) -> dict[str, li
 
 
 def test_kafka_consumer_groups_describes_live_members_as_kafka_does(
-        tools, make_broker, reference_kafka):
+        tools, make_broker, scratch_kafka):
     """``--describe`` (offsets and lag per partition, with the member holding it),
     ``--describe --members --verbose`` and ``--describe --state`` of a group
     with two live members: what the consumers hold and what was committed, and
@@ -504,7 +504,7 @@ def test_kafka_consumer_groups_describes_live_members_as_kafka_does(
     suffix = uuid.uuid4().hex[:8]  # the reference Kafka is shared by the whole run
     topic, group = f"described-{suffix}", f"describers-{suffix}"
     kcoord = _describe_live_group(make_broker().bootstrap, topic, group)
-    kafka_ = _describe_live_group(reference_kafka.bootstrap, topic, group)
+    kafka_ = _describe_live_group(scratch_kafka.bootstrap, topic, group)
     owner = {p: f"<member_of_{client}>" for client, parts in kcoord["held"].items()
              for p in parts}
     client_of = {p: client for client, parts in kcoord["held"].items() for p in parts}
