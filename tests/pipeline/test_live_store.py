@@ -67,6 +67,17 @@ def _offsets_log(data_dir: Path, opened: list) -> PartitionLog:
     return log
 
 
+def _write(log: PartitionLog, batches: int, key: bytes, size: int) -> None:
+    """``batches`` batches of 5 records (keys ``<key><batch>``, ``size`` random bytes
+    each), a new segment after every sixth."""
+    for b in range(batches):
+        log.append(build_batch([Record(None, T0, key + b"%d" % b, os.urandom(size))
+                                for _ in range(5)]),
+                   origin=AppendOrigin.CLIENT, now_ms=T0)
+        if b % 6 == 5:
+            log.roll()
+
+
 def _in_log(log: PartitionLog) -> set[tuple[int, bytes]]:
     """(offset, key) of every record in the log's segments, read by the storage engine."""
     out = set()
@@ -161,11 +172,7 @@ def test_segments_deleted_by_retention_after_planning_read_nothing_and_the_rest_
     cfg = LogConfig(segment_bytes=12_000, index_interval_bytes=256, retention_bytes=30_000)
     log = PartitionLog(str(tmp_path / "orders-0"), cfg)
     opened.append(log)
-    for b in range(60):
-        log.append(build_batch([Record(None, T0, b"k%d" % b, os.urandom(200)) for _ in range(5)]),
-                   origin=AppendOrigin.CLIENT, now_ms=T0)
-        if b % 6 == 5:
-            log.roll()
+    _write(log, 60, b"k", 200)
     offsets = {o for o, _k in _in_log(log)}
     splits = segments.plan_splits([str(tmp_path)], None, 2000)
     assert len({s.segment.path for s in splits}) == 11
@@ -184,20 +191,12 @@ def test_a_log_truncated_and_written_again_after_planning(tmp_path, opened):
     cfg = LogConfig(segment_bytes=12_000, index_interval_bytes=256)
     log = PartitionLog(str(tmp_path / "orders-0"), cfg)
     opened.append(log)
-    for b in range(60):
-        log.append(build_batch([Record(None, T0, b"old%d" % b, os.urandom(200)) for _ in range(5)]),
-                   origin=AppendOrigin.CLIENT, now_ms=T0)
-        if b % 6 == 5:
-            log.roll()
+    _write(log, 60, b"old", 200)
     old = _in_log(log)
     splits = segments.plan_splits([str(tmp_path)], None, 2000)
     cut = 137  # inside the fifth segment: the later segments are deleted, that one cut
     log.truncate_to(cut)
-    for b in range(20):  # a new leader's records take the offsets from the cut on
-        log.append(build_batch([Record(None, T0, b"new%d" % b, os.urandom(150)) for _ in range(5)]),
-                   origin=AppendOrigin.CLIENT, now_ms=T0)
-        if b % 6 == 5:
-            log.roll()
+    _write(log, 20, b"new", 150)  # a new leader's records take the offsets from the cut on
     new = _in_log(log)
     got = {(r["offset"], r["key"]) for s in splits for b in rows.read("records", s)
            for r in b.to_pylist()}
