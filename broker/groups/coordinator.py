@@ -276,7 +276,7 @@ class GroupCoordinator:
         its parked SyncGroup too (Kafka leaves that one unanswered)."""
         if member.awaiting_join is not None:
             out.answer(member.awaiting_join, join_error(E.UNKNOWN_MEMBER_ID))
-            member.awaiting_join = None
+            group.set_awaiting_join(member, None)
         if member.awaiting_sync is not None:
             out.answer(member.awaiting_sync, sync_answer(E.UNKNOWN_MEMBER_ID))
             member.awaiting_sync = None
@@ -390,7 +390,7 @@ class GroupCoordinator:
                 out.answer(member.awaiting_join, self._join_success(
                     group, member.member_id,
                     everyone if member.member_id == group.leader_id else []))
-                member.awaiting_join = None
+                group.set_awaiting_join(member, None)
             self._arm_session(group, member, now)
             member.is_new = False
             group.pending_sync.add(member.member_id)
@@ -513,7 +513,7 @@ class GroupCoordinator:
             for member in list(group.members.values()):
                 if member.awaiting_join is not None:
                     out.answer(member.awaiting_join, join_error(map_write_error(error)))
-                    member.awaiting_join = None
+                    group.set_awaiting_join(member, None)
             if group.state is not S.DEAD:
                 group.transition_to(S.DEAD, now)
             self._forget_group(group)
@@ -614,13 +614,13 @@ class GroupCoordinator:
             return E.UNKNOWN_MEMBER_ID
         return E.NONE
 
-    def _park_join(self, member: Member, ticket, out: Outcome) -> None:
+    def _park_join(self, group: Group, member: Member, ticket, out: Outcome) -> None:
         # A second JoinGroup replaces the first (Kafka never answers that one; here
         # it is told to re-join, so that no connection waits forever).
         if member.awaiting_join is not None and member.awaiting_join is not ticket:
             out.answer(member.awaiting_join, join_error(E.REBALANCE_IN_PROGRESS,
                                                         member.member_id))
-        member.awaiting_join = ticket
+        group.set_awaiting_join(member, ticket)
 
     def _update_member_and_rebalance(self, ticket, group: Group, member: Member,
                                      req: JoinRequest, now: int, reason: str) -> Outcome:
@@ -631,7 +631,7 @@ class GroupCoordinator:
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.session_timeout_ms = req.session_timeout_ms
         out = Outcome()
-        self._park_join(member, ticket, out)
+        self._park_join(group, member, ticket, out)
         return out.merge(self._rebalance_or_complete(group, reason, now))
 
     def _add_member(self, ticket, group: Group, req: JoinRequest, member_id: str,
@@ -644,7 +644,7 @@ class GroupCoordinator:
         group.add_member(member)
         group.pending_members.discard(member_id)
         out = Outcome()
-        self._park_join(member, ticket, out)
+        self._park_join(group, member, ticket, out)
         if group.state is S.PREPARING_REBALANCE:
             why = "new member joins the rebalance in progress; it waits for the join phase"
         else:
@@ -667,7 +667,7 @@ class GroupCoordinator:
         member = group.members[old_id]
         if member.awaiting_join is not None:
             out.answer(member.awaiting_join, join_error(E.FENCED_INSTANCE_ID, old_id))
-            member.awaiting_join = None
+            group.set_awaiting_join(member, None)
         if member.awaiting_sync is not None:
             out.answer(member.awaiting_sync, sync_answer(E.FENCED_INSTANCE_ID))
             member.awaiting_sync = None
@@ -678,7 +678,7 @@ class GroupCoordinator:
         group.update_protocols(member, list(req.protocols))
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.session_timeout_ms = req.session_timeout_ms
-        self._park_join(member, ticket, out)
+        self._park_join(group, member, ticket, out)
         log.info("group.static_member_replaced", group_id=group.group_id,
                  group_instance_id=req.group_instance_id, old_member_id=old_id,
                  member_id=new_id, generation=group.generation, state=group.state.value,
@@ -693,7 +693,7 @@ class GroupCoordinator:
                 result = Outcome()
                 if member.awaiting_join is not ticket:
                     return result
-                member.awaiting_join = None
+                group.set_awaiting_join(member, None)
                 if error is not E.NONE:
                     log.warning("group.write_failed", group_id=group.group_id,
                                 error=error.name, record="static member replacement",
@@ -1299,7 +1299,7 @@ class GroupCoordinator:
                 if member.awaiting_join is not None:
                     out.answer(member.awaiting_join,
                                join_error(E.NOT_COORDINATOR, member.member_id))
-                    member.awaiting_join = None
+                    group.set_awaiting_join(member, None)
                 if member.awaiting_sync is not None:
                     out.answer(member.awaiting_sync, sync_answer(E.NOT_COORDINATOR))
                     member.awaiting_sync = None

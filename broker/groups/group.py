@@ -89,6 +89,11 @@ class Group:
     # load), as Kafka keeps them (ClassicGroup.initNextGeneration); None: unknown.
     subscribed: set[str] | None = None
     _support: Counter = field(default_factory=Counter)
+    # Members with a parked JoinGroup, counted as they park and leave
+    # (ClassicGroup.numMembersAwaitingJoinResponse): every join asks whether all
+    # members have joined, and a count over the members would make a rebalance
+    # of N members cost N^2.
+    _joined: int = 0
 
     # -- state ---------------------------------------------------------------
 
@@ -111,6 +116,8 @@ class Group:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
         self._support.update(set(member.protocol_names()))
+        if member.awaiting_join is not None:
+            self._joined += 1
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
         if self.leader_id is None:
@@ -121,6 +128,8 @@ class Group:
         if member is None:
             return None
         self._support.subtract(set(member.protocol_names()))
+        if member.awaiting_join is not None:
+            self._joined -= 1
         if member.group_instance_id is not None and \
                 self.static_members.get(member.group_instance_id) == member_id:
             del self.static_members[member.group_instance_id]
@@ -139,13 +148,18 @@ class Group:
         """The longest rebalance timeout of the members (0 without members)."""
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
+    def set_awaiting_join(self, member: Member, ticket) -> None:
+        """Park (a ticket) or release (None) the JoinGroup of ``member``."""
+        if self.members.get(member.member_id) is member:
+            self._joined += (ticket is not None) - (member.awaiting_join is not None)
+        member.awaiting_join = ticket
+
     def awaiting_join_count(self) -> int:
-        return sum(1 for m in self.members.values() if m.awaiting_join is not None)
+        return self._joined
 
     def has_all_members_joined(self) -> bool:
         """Every member has a parked JoinGroup and no member id is pending."""
-        return not self.pending_members and all(
-            m.awaiting_join is not None for m in self.members.values())
+        return not self.pending_members and self._joined == len(self.members)
 
     # -- protocols -------------------------------------------------------------
 
@@ -171,9 +185,14 @@ class Group:
         candidates = self.candidate_protocols()
         if not candidates:
             raise ValueError(f"the members of group {self.group_id} share no protocol")
-        votes = Counter(next(name for name in m.protocol_names() if name in candidates)
+        # Linear in the members' protocols: a JoinGroup listing 50,000 of them must
+        # not hold the loop (a list lookup here made the vote quadratic).
+        rank: dict[str, int] = {}
+        for i, name in enumerate(candidates):
+            rank.setdefault(name, i)
+        votes = Counter(next(name for name, _meta in m.protocols if name in rank)
                         for m in self.members.values())
-        return max(candidates, key=lambda name: (votes[name], -candidates.index(name)))
+        return max(rank, key=lambda name: (votes[name], -rank[name]))
 
     # -- consumer subscriptions (§3.4) ---------------------------------------------
 
