@@ -34,6 +34,7 @@ from construct import FormatField
 
 from protocol import types as T
 from protocol.wire import (
+    JAVA_UTF8_ERRORS,
     MAX_STRING_BYTES,
     ZERO_UUID,
     DecodeError,
@@ -210,7 +211,8 @@ def _read_primitive(src: _Source, node, d: int, dst: str) -> None:
     else:
         # ``bytes()`` of a ``bytes`` slice is that slice: it copies only when the
         # buffer is a bytearray or a memoryview.
-        _read_slice(src, d + 1, dst, n, "str({}, 'utf-8')" if text else "bytes({})")
+        text_of = f"str({{}}, 'utf-8', {JAVA_UTF8_ERRORS!r})"
+        _read_slice(src, d + 1, dst, n, text_of if text else "bytes({})")
 
 
 def _read_array(src: _Source, node: T.KArray, d: int, dst: str) -> None:

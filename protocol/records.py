@@ -460,7 +460,7 @@ def decode_records_fast(data: bytes, count: int, base_offset: int, base_ts: int,
                 n, pos = zz(data, pos)
                 if n < 0:
                     raise CorruptRecordError("null header key")
-                hkey = data[pos : pos + n].decode("utf-8")
+                hkey = str(data[pos : pos + n], "utf-8", wire.JAVA_UTF8_UNBOUNDED)
                 pos += n
                 n, pos = zz(data, pos)
                 if n >= 0:

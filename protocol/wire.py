@@ -11,6 +11,7 @@ on truncated or malformed input; every writer takes the stream and the value.
 
 from __future__ import annotations
 
+import codecs
 import struct
 import uuid as _uuid
 
@@ -19,6 +20,9 @@ __all__ = [
     "UnknownFieldError",
     "StringTooLongError",
     "MAX_STRING_BYTES",
+    "JAVA_UTF8_ERRORS",
+    "decode_utf8",
+    "JAVA_UTF8_UNBOUNDED",
     "read_exact",
     "read_uvarint",
     "write_uvarint",
@@ -176,11 +180,50 @@ class StringTooLongError(ValueError):
     """A string to encode is longer than the 32767 bytes Kafka's strings can hold."""
 
 
-def _decode_utf8(raw: bytes) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DecodeError(f"invalid UTF-8 in string: {exc}") from None
+def _java_replacement(exc: UnicodeDecodeError) -> tuple[str, int]:
+    """Malformed UTF-8 becomes U+FFFD, exactly as Java's ``new String(bytes, UTF_8)``
+    (which Kafka decodes every string with) replaces it: Python's ``replace``
+    agrees except on an encoded surrogate (``ED A0..BF``), which Java takes
+    whole (three bytes, or two without a continuation byte) as one character."""
+    data, i = exc.object, exc.start
+    if data[i] == 0xED and i + 1 < len(data) and 0xA0 <= data[i + 1] <= 0xBF:
+        whole = i + 2 < len(data) and 0x80 <= data[i + 2] <= 0xBF
+        return "\ufffd", i + (3 if whole else 2)
+    return "\ufffd", exc.end
+
+
+_checked: list = [None]  # the last long string found to fit once replaced
+
+
+def _java_replacement_that_fits(exc: UnicodeDecodeError) -> tuple[str, int]:
+    """``_java_replacement``, refusing a string that would no longer fit a Kafka
+    string once replaced (one malformed byte becomes three): every answer that
+    quotes it back would be unencodable (Kafka cannot answer it either)."""
+    data = exc.object
+    if len(data) * 3 > MAX_STRING_BYTES and _checked[0] is not data:
+        replaced = len(str(data, "utf-8", JAVA_UTF8_UNBOUNDED).encode("utf-8"))
+        if replaced > MAX_STRING_BYTES:
+            raise DecodeError(f"a string of {len(data)} bytes that is not valid UTF-8 "
+                              f"would be {replaced} bytes with its malformed bytes replaced, "
+                              f"more than {MAX_STRING_BYTES}")
+        _checked[0] = data
+    return _java_replacement(exc)
+
+
+# Kafka answers a request whose strings are not valid UTF-8 (a group id, a
+# client id) with the replaced text; it never refuses one for its encoding.
+JAVA_UTF8_ERRORS = "kcoord-java-utf8"
+JAVA_UTF8_UNBOUNDED = "kcoord-java-utf8-unchecked"
+codecs.register_error(JAVA_UTF8_ERRORS, _java_replacement_that_fits)
+codecs.register_error(JAVA_UTF8_UNBOUNDED, _java_replacement)
+
+
+def decode_utf8(raw: bytes) -> str:
+    """A Kafka string field's text (at most 32767 bytes once malformed bytes are replaced)."""
+    return str(raw, "utf-8", JAVA_UTF8_ERRORS)
+
+
+_decode_utf8 = decode_utf8
 
 
 def read_string(io) -> str:
@@ -384,10 +427,7 @@ def read_varint_string(io) -> str:
     n = read_varint(io)
     if n < 0:
         raise DecodeError("null header key")
-    try:
-        return read_exact(io, n).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DecodeError(f"invalid UTF-8 in a header key: {exc}") from None
+    return str(read_exact(io, n), "utf-8", JAVA_UTF8_UNBOUNDED)
 
 
 def write_varint_string(io, value: str) -> None:

@@ -32,6 +32,21 @@ class CorruptBatchError(StorageError):
     code = ErrorCode.CORRUPT_MESSAGE
 
 
+class CorruptLogError(StorageError):
+    """Bytes on disk that are not a valid batch where one should be: a damaged
+    segment found by a reader that must not skip anything."""
+
+    code = ErrorCode.CORRUPT_MESSAGE
+
+    def __init__(self, message: str, *, offset: int, segment: int, position: int,
+                 bytes_after: int):
+        super().__init__(message)
+        self.offset = offset
+        self.segment = segment
+        self.position = position
+        self.bytes_after = bytes_after
+
+
 class InvalidRecordError(StorageError):
     """Not a valid batch or record for this log (InvalidRecordException).
 

@@ -70,14 +70,23 @@ def load_segments(directory: str, config: LogConfig, *, recovery_point: int,
             continue
         before = segment.size
         truncated = segment.recover()
-        log.info("segment_recovered", log=name, segment=segment_name(base),
-                 bytes_valid=segment.size, bytes_truncated=truncated, bytes_before=before)
         segments.append(segment)
-        if truncated > 0:
-            for later in ordered[n + 1:]:
-                stale = LogSegment(directory, later)
-                log.warning("segment_deleted_after_truncation", log=name,
-                            segment=segment_name(later), bytes=stale.size)
-                stale.delete()
-            break
+        if truncated == 0:
+            log.info("segment_recovered", log=name, segment=segment_name(base),
+                     bytes_valid=segment.size, bytes_truncated=0)
+            continue
+        # Kafka's LogSegment.recover/LogLoader: "Found invalid messages in log
+        # segment ... truncating to offset ...", a warning with what is lost.
+        log.warning("segment_truncated", log=name, segment=segment_name(base),
+                    truncated_to_offset=segment.next_offset, bytes_valid=segment.size,
+                    bytes_truncated=truncated, bytes_before=before,
+                    reason=f"invalid bytes at byte {segment.size} of the segment: "
+                           f"everything from offset {segment.next_offset} on is dropped")
+        for later in ordered[n + 1:]:
+            stale = LogSegment(directory, later)
+            log.warning("segment_deleted_after_truncation", log=name,
+                        segment=segment_name(later), base_offset=later, bytes=stale.size,
+                        reason=f"it follows invalid bytes in segment {segment_name(base)}")
+            stale.delete()
+        break
     return segments

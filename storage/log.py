@@ -39,12 +39,14 @@ from protocol.records import (
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
     Record,
+    CorruptRecordError,
     batch_header,
     build_batch,
     iter_entries,
+    validate_batch,
 )
 from storage.config import LogConfig
-from storage.errors import KafkaStorageError, LogClosedError, OffsetOutOfRangeError
+from storage.errors import CorruptLogError, KafkaStorageError, LogClosedError, OffsetOutOfRangeError
 from storage.files import fsync_dir
 from storage.flush import LogFlusher
 from storage.loader import load_segments
@@ -584,6 +586,89 @@ class PartitionLog:
                 header = batch_header(data, pos)
                 yield data[pos : pos + size]
                 offset = header.next_offset
+
+    def verified_batches(self, *, chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
+        """Every batch from the log start to the end, each checked (v2 layout,
+        CRC-32C, offsets that never go back) and no byte of any segment passed
+        over: the read of a log whose every record matters, such as a
+        coordinator loading its state (Kafka's loader refuses a partition it
+        cannot read whole).  Raises ``CorruptLogError`` at the first damage.
+
+        Walks the segments by file position rather than by offset, so that
+        damage cannot pass for a compaction gap.  A segment the cleaner replaces
+        meanwhile is read on in its replacement, from the offset reached.
+        """
+        chunk_bytes = max(chunk_bytes, RECORD_BATCH_OVERHEAD)
+        offset = None
+        segment, position, relocated = None, 0, False
+        while True:
+            found: list[bytes] = []
+            error = None
+            with self._lock:
+                self._check_open()
+                if offset is None:
+                    offset = self.log_start_offset
+                if segment is None or not any(s is segment for s in self.segments):
+                    if not self.segments:
+                        return
+                    # Batches before ``offset`` in the segment found are passed over.
+                    segment = self.segments[self._segment_index_for(offset)]
+                    position, relocated = 0, segment.base_offset < offset
+                if position >= segment.size:
+                    later = [s for s in self.segments if s.base_offset > segment.base_offset]
+                    if not later:
+                        return
+                    segment, position = later[0], 0
+                    continue
+                data = segment.read(position, min(chunk_bytes, segment.size - position))
+                pos = 0
+                while pos < len(data):
+                    at, header = position + pos, None
+                    damage = None
+                    if len(data) - pos < RECORD_BATCH_OVERHEAD:
+                        if pos > 0 and position + len(data) < segment.size:
+                            break  # the next chunk starts with this batch
+                        damage = f"{segment.size - at} stray bytes"
+                    else:
+                        size = batch_header(data, pos).size
+                        if data[pos + MAGIC_OFFSET] != 2:
+                            damage = f"magic {data[pos + MAGIC_OFFSET]} where a v2 batch belongs"
+                        elif size < RECORD_BATCH_OVERHEAD or at + size > segment.size:
+                            damage = f"a batch length of {size} bytes"
+                        elif pos + size > len(data):
+                            if pos > 0:
+                                break
+                            data = segment.read(position, size)  # larger than a chunk
+                            if len(data) == size:
+                                continue
+                            damage = "a segment file shorter than its size"
+                    if damage is None:
+                        try:
+                            header = validate_batch(data, pos, size)
+                        except CorruptRecordError as exc:
+                            damage = str(exc)
+                        else:
+                            if header.base_offset < offset and not relocated:
+                                damage = (f"offset {header.base_offset} after offset "
+                                          f"{offset - 1}")
+                    if damage is not None:
+                        error = CorruptLogError(
+                            f"{self.name}: {damage} at byte {at} of segment "
+                            f"{segment_name(segment.base_offset)}.log: the log cannot be read "
+                            f"from offset {offset} on ({segment.size - at} bytes to the end of "
+                            f"that segment)", offset=offset, segment=segment.base_offset,
+                            position=at, bytes_after=segment.size - at)
+                        break
+                    if header.next_offset > offset:
+                        if header.next_offset > self.log_start_offset:
+                            found.append(data[pos : pos + size])
+                        offset = header.next_offset
+                        relocated = False
+                    pos += size
+                position += pos
+            yield from found
+            if error is not None:
+                raise error
 
     # --- timestamps ----------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from broker.groups.placement import coordinator_partition
 from broker.groups.timers import Deadlines
 from protocol import group_records as G
 from protocol.errors import ErrorCode as E
+from protocol.wire import MAX_STRING_BYTES
 
 log = structlog.get_logger("kcoord.groups")
 
@@ -124,6 +125,11 @@ def map_write_error(code: E) -> E:
     return code
 
 
+def fits_string(text: str) -> bool:
+    """Whether ``text`` fits a Kafka string field (at most 32767 UTF-8 bytes)."""
+    return len(text) * 4 <= MAX_STRING_BYTES or len(text.encode("utf-8")) <= MAX_STRING_BYTES
+
+
 def java_long(value: int) -> int:
     return (value + 2**63) % 2**64 - 2**63
 
@@ -143,6 +149,9 @@ class GroupCoordinator:
         self.offsets = OffsetStore()
         self.timers = Deadlines()
         self.loading: set[int] = set()
+        # Partitions whose log could not be loaded (damaged): never served, never
+        # written, so that nothing is acknowledged that a later recovery would cut.
+        self.failed: set[int] = set()
         self._placement: dict[str, int] = {}  # group id -> partition, computed once
         self._new_uuid = new_uuid
         # Offset writes not yet durable: group -> {partition: sequence of the
@@ -170,8 +179,17 @@ class GroupCoordinator:
                 group_id, self.config.partitions)
         return partition
 
-    def _loading(self, group_id: str) -> bool:
-        return bool(self.loading) and self.partition_for(group_id) in self.loading
+    def _refusal(self, group_id: str) -> E | None:
+        """Why a group's partition cannot serve it now: still loading, or its log
+        could not be loaded (Kafka's coordinator is then not this broker's)."""
+        if not (self.loading or self.failed):
+            return None
+        partition = self.partition_for(group_id)
+        if partition in self.loading:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
+        if partition in self.failed:
+            return E.NOT_COORDINATOR
+        return None
 
     def _write(self, group_id: str, records, done=None) -> Write:
         return Write(self.partition_for(group_id), records, done)
@@ -460,8 +478,8 @@ class GroupCoordinator:
         if not (self.config.min_session_timeout_ms <= req.session_timeout_ms
                 <= self.config.max_session_timeout_ms):
             return out.answer(ticket, join_error(E.INVALID_SESSION_TIMEOUT, req.member_id))
-        if self._loading(req.group_id):
-            return out.answer(ticket, join_error(E.COORDINATOR_LOAD_IN_PROGRESS, req.member_id))
+        if (refusal := self._refusal(req.group_id)) is not None:
+            return out.answer(ticket, join_error(refusal, req.member_id))
         new_member = req.member_id == ""
         group = self.groups.get(req.group_id)
         created = group is None
@@ -539,6 +557,18 @@ class GroupCoordinator:
             return
         prefix = req.group_instance_id if req.group_instance_id is not None else req.client_id
         member_id = f"{prefix}-{self._new_uuid()}"
+        if not fits_string(member_id):
+            # Every answer and record carrying the member id would be unencodable
+            # (DescribeGroups of the group would fail for as long as it lived):
+            # refused here, with the error Kafka answers such a join with.
+            source = "client id" if req.group_instance_id is None else "group.instance.id"
+            log.warning("group.join_refused", group_id=group.group_id,
+                        prefix_bytes=len(prefix.encode()), generation=group.generation,
+                        state=group.state.value,
+                        reason=f"the member id made of its {source} would be longer "
+                               f"than {MAX_STRING_BYTES} bytes")
+            out.answer(ticket, join_error(E.UNKNOWN_SERVER_ERROR))
+            return
         if req.group_instance_id is not None:
             old = group.static_members.get(req.group_instance_id)
             if old is not None:
@@ -748,8 +778,8 @@ class GroupCoordinator:
         out = Outcome()
         if not group_id:
             return out.answer(ticket, sync_answer(E.INVALID_GROUP_ID))
-        if self._loading(group_id):
-            return out.answer(ticket, sync_answer(E.COORDINATOR_LOAD_IN_PROGRESS))
+        if (refusal := self._refusal(group_id)) is not None:
+            return out.answer(ticket, sync_answer(refusal))
         group = self.groups.get(group_id)
         if group is None or group.state is S.EMPTY:
             return out.answer(ticket, sync_answer(E.UNKNOWN_MEMBER_ID))
@@ -837,8 +867,9 @@ class GroupCoordinator:
                   instance_id: str | None, now: int) -> E:
         if not group_id:
             return E.INVALID_GROUP_ID
-        if self._loading(group_id):
-            return E.NONE  # Kafka answers blindly while the group is loading
+        if (refusal := self._refusal(group_id)) is not None:
+            # Kafka answers blindly while the group is loading
+            return E.NONE if refusal is E.COORDINATOR_LOAD_IN_PROGRESS else refusal
         group = self.groups.get(group_id)
         if group is None:
             return E.UNKNOWN_MEMBER_ID
@@ -865,8 +896,8 @@ class GroupCoordinator:
         out = Outcome()
         if not group_id:
             return E.INVALID_GROUP_ID, [], out
-        if self._loading(group_id):
-            return E.COORDINATOR_LOAD_IN_PROGRESS, [], out
+        if (refusal := self._refusal(group_id)) is not None:
+            return refusal, [], out
         group = self.groups.get(group_id)
         if group is None:
             # Kafka 4.x answers each member, not the request.
@@ -926,15 +957,17 @@ class GroupCoordinator:
         def every(code: E) -> Outcome:
             return out.answer(ticket, {tp: code for tp in offsets})
 
-        if self._loading(group_id):
-            return every(E.COORDINATOR_LOAD_IN_PROGRESS)
+        if (refusal := self._refusal(group_id)) is not None:
+            return every(refusal)
         group = self.groups.get(group_id)
+        created = group is None
         if group is None:
             if generation >= 0:
                 return every(E.GROUP_ID_NOT_FOUND if version >= 9 else E.ILLEGAL_GENERATION)
-            group = self.groups[group_id] = Group(group_id)
-            log.info("group.created", group_id=group_id, generation=group.generation,
-                     reason="offset commit of a simple consumer")
+            # Kept only if something is written: a commit refused for every
+            # partition (OFFSET_METADATA_TOO_LARGE) leaves no group behind, as
+            # Kafka lists none.
+            group = Group(group_id)
         error = self._validate_commit(group, generation, member_id, instance_id)
         if error is not E.NONE:
             return every(error)
@@ -954,6 +987,10 @@ class GroupCoordinator:
                 committed.metadata, now, expire)
         if not stored:
             return out.answer(ticket, answer)
+        if created:
+            self.groups[group_id] = group
+            log.info("group.created", group_id=group_id, generation=group.generation,
+                     reason="offset commit of a simple consumer")
 
         records = OffsetStore.commit_records(group_id, stored)
         seq = self._issue(group_id, stored)
@@ -1042,8 +1079,8 @@ class GroupCoordinator:
                       ) -> tuple[E, list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]]:
         """(group error, [(topic, [(partition, offset or None)])]); ``topics``
         None asks for every committed partition."""
-        if self._loading(group_id):
-            return E.COORDINATOR_LOAD_IN_PROGRESS, []
+        if (refusal := self._refusal(group_id)) is not None:
+            return refusal, []
         group = self.groups.get(group_id)
         held = self.offsets.offsets(group_id) if group is not None and \
             group.state is not S.DEAD else {}
@@ -1058,8 +1095,8 @@ class GroupCoordinator:
     # == DescribeGroups / ListGroups ======================================================
 
     def describe(self, group_id: str) -> dict:
-        if self._loading(group_id):
-            return {"error_code": E.COORDINATOR_LOAD_IN_PROGRESS, "group_id": group_id,
+        if (refusal := self._refusal(group_id)) is not None:
+            return {"error_code": refusal, "group_id": group_id,
                     "group_state": "", "protocol_type": "", "protocol_data": "", "members": []}
         group = self.groups.get(group_id)
         if group is None or group.state is S.DEAD:
@@ -1100,8 +1137,8 @@ class GroupCoordinator:
         answer: dict[str, E] = {}
         deleting: list[Group] = []
         for group_id in dict.fromkeys(group_ids):
-            if self._loading(group_id):
-                answer[group_id] = E.COORDINATOR_LOAD_IN_PROGRESS
+            if (refusal := self._refusal(group_id)) is not None:
+                answer[group_id] = refusal
                 continue
             group = self.groups.get(group_id)
             if group is None or group.state is S.DEAD:
@@ -1170,8 +1207,8 @@ class GroupCoordinator:
                        partitions: list[tuple[str, int]], now: int) -> Outcome:
         """OffsetDelete: answer ``(group error, {(topic, partition): error})``."""
         out = Outcome()
-        if self._loading(group_id):
-            return out.answer(ticket, (E.COORDINATOR_LOAD_IN_PROGRESS, {}))
+        if (refusal := self._refusal(group_id)) is not None:
+            return out.answer(ticket, (refusal, {}))
         group = self.groups.get(group_id)
         if group is None or group.state is S.DEAD:
             return out.answer(ticket, (E.GROUP_ID_NOT_FOUND, {}))
@@ -1222,7 +1259,7 @@ class GroupCoordinator:
         out = Outcome()
         retention = self.config.offsets_retention_ms
         for group in list(self.groups.values()):
-            if self._loading(group.group_id) or group.state is S.DEAD or \
+            if self._refusal(group.group_id) is not None or group.state is S.DEAD or \
                     group.group_id in self._in_flight:
                 continue
             held = self.offsets.groups.get(group.group_id, {})

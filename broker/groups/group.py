@@ -14,6 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from protocol.wire import decode_utf8
+
 
 class GroupState(enum.Enum):
     EMPTY = "Empty"
@@ -268,6 +270,6 @@ def subscription_topics(metadata: bytes) -> set[str]:
         pos += 2
         if length < 0 or pos + length > len(metadata):
             raise ValueError("bad topic name length")
-        topics.add(metadata[pos:pos + length].decode("utf-8"))
+        topics.add(decode_utf8(metadata[pos:pos + length]))
         pos += length
     return topics

@@ -27,7 +27,8 @@ from broker.topics.data import LEADER_EPOCH
 from broker.topics.manager import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
 from protocol.records import batch_header, batch_payload, key_values
-from storage.errors import StorageError
+from storage.errors import CorruptLogError, StorageError
+from storage.segment import segment_name
 
 log = structlog.get_logger("kcoord.groups")
 
@@ -71,6 +72,9 @@ class GroupService:
     def _append(self, write: Write) -> None:
         broker = self.broker
         now = self.now()
+        if write.partition in self.core.failed:  # never appended past damage
+            self._finish(write, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return
         try:
             plog = broker.logs.get(OFFSETS_TOPIC, write.partition)
             if plog is None:  # a partition's folder appears on its first write
@@ -171,9 +175,9 @@ class GroupService:
             plog = self.broker.logs.get(OFFSETS_TOPIC, partition)
             try:
                 loaded = await loop.run_in_executor(None, load_partition, plog)
-            except Exception:
-                log.exception("groups.load_failed", partition=partition)
-                loaded = LoadedPartition()
+            except Exception as exc:
+                self._load_failed(partition, plog, exc)
+                continue
             records += loaded.records
             groups += len(loaded.groups)
             if loaded.skipped:
@@ -185,9 +189,30 @@ class GroupService:
             self.run(self.core.install(partition, loaded, self.now()))
         self.core.loading.difference_update(partitions)
         self.loaded.set()
+        if self.core.failed:
+            log.error("groups.partitions_not_served", partitions=sorted(self.core.failed),
+                      reason="their logs could not be loaded: their groups are answered "
+                             "NOT_COORDINATOR and nothing is written to them")
         if partitions:
             log.info("groups.loaded", partitions=len(partitions), groups=groups,
                      records=records, elapsed_ms=round((time.monotonic() - began) * 1000, 1))
+
+    def _load_failed(self, partition: int, plog, exc: Exception) -> None:
+        """A partition that cannot be loaded whole is not served, loudly (as Kafka's
+        coordinator loader fails it): its groups' newest commits may lie past
+        the damage, so serving the rest would hand consumers older offsets, and
+        commits acknowledged after the damage would be cut by the next
+        recovery."""
+        self.core.failed.add(partition)
+        if isinstance(exc, CorruptLogError):
+            log.error("groups.load_failed", partition=partition, offset=exc.offset,
+                      segment=segment_name(exc.segment), position=exc.position,
+                      bytes_after=exc.bytes_after, log_end_offset=plog.log_end_offset,
+                      reason=f"{exc}; the partition's groups are answered NOT_COORDINATOR "
+                             "until the damage is repaired and the broker restarted")
+        else:
+            log.error("groups.load_failed", partition=partition, exc_info=exc,
+                      reason="the partition's groups are answered NOT_COORDINATOR")
 
     async def stop(self) -> None:
         if self._timer is not None:
@@ -204,7 +229,7 @@ class GroupService:
 def offsets_records(plog):
     """Every (key, value) of a ``__consumer_offsets`` log, in order (control
     batches hold no group records)."""
-    for data in plog.batches():
+    for data in plog.verified_batches():
         header = batch_header(data, 0)
         if header.is_control:
             continue

@@ -1,0 +1,222 @@
+"""A damaged ``__consumer_offsets`` batch was skipped silently, and commits
+acknowledged after it were lost.  With bytes flipped mid-segment after a clean
+stop, the load stopped at the damage and logged at info; the groups whose
+newest commits lay beyond it were served older offsets (consumers re-read);
+new commits were acknowledged at offsets past the damage; the next crash's
+recovery truncated at the damage and all of them were gone.
+
+Now the coordinator loads a partition only whole (every batch's layout,
+CRC-32C and offsets checked, no byte passed over); a partition that cannot be
+loaded is not served: its groups get NOT_COORDINATOR (as Kafka 4.x answers on
+the same damage), an ERROR names the segment, byte and offset, and nothing is
+ever appended after the damage.  Recovery after a crash logs the bytes and
+offsets it truncates as a warning, as Kafka does."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from broker.groups.placement import coordinator_partition
+from protocol.errors import ErrorCode as E
+from protocol.records import Record, build_batch, decode_batch
+from storage.config import LogConfig
+from storage.errors import CorruptLogError
+from storage.log import PartitionLog
+from tests.reference.client import WireClient
+from tests.support import BrokerProcess
+
+# -- the validating read --------------------------------------------------------------
+
+
+def _log(path, batches=6, records=3, keys=20, **config) -> PartitionLog:
+    plog = PartitionLog(str(path), LogConfig(**config))
+    for b in range(batches):
+        plog.append(build_batch([Record(None, 1000 + b, b"k%d" % ((b * records + i) % keys),
+                                        b"v%d-%d" % (b, i)) for i in range(records)]),
+                    now_ms=1000 + b)
+    return plog
+
+
+def _segment_file(plog: PartitionLog, base: int = 0) -> str:
+    return os.path.join(plog.directory, f"{base:020d}.log")
+
+
+def _batch_positions(plog: PartitionLog) -> list[int]:
+    positions, pos = [], 0
+    for data in plog.batches():
+        positions.append(pos)
+        pos += len(data)
+    return positions
+
+
+def _damage(path: str, position: int, value: bytes) -> None:
+    with open(path, "r+b") as fh:
+        fh.seek(position)
+        fh.write(value)
+
+
+def _reopen(plog: PartitionLog, **config) -> PartitionLog:
+    """The same folder opened again after a clean stop (its files trusted)."""
+    plog.close()
+    return PartitionLog(plog.directory, LogConfig(**config), clean_shutdown=True,
+                        recovery_point=plog.log_end_offset)
+
+
+def test_an_intact_log_is_read_whole(tmp_path):
+    plog = _log(tmp_path / "t-0", batches=40, segment_bytes=700)
+    assert len(plog.segments) > 3
+    assert list(plog.verified_batches()) == list(plog.batches())
+    # Chunks smaller than a batch: every batch is still read whole, once.
+    assert list(plog.verified_batches(chunk_bytes=64)) == list(plog.batches())
+    plog.close()
+
+
+@pytest.mark.parametrize("where,value,reason", [
+    (50, b"\x00", "CRC"),  # the producer id, inside the CRC: it no longer matches
+    (8, b"\x7f", "batch length"),  # the batch length
+    (16, b"\x05", "magic"),  # the magic byte
+    (0, b"\x00" * 8, "offset 0 after offset"),  # base offset (outside the CRC) goes back
+])
+def test_damage_mid_log_stops_the_read_where_it_is(tmp_path, where, value, reason):
+    plog = _log(tmp_path / "t-0")
+    third = _batch_positions(plog)[2]
+    _damage(_segment_file(plog), third + where, value)
+    plog = _reopen(plog)
+    read = []
+    with pytest.raises(CorruptLogError, match=reason) as caught:
+        for batch in plog.verified_batches():
+            read.append(batch)
+    assert len(read) == 2
+    assert (caught.value.offset, caught.value.segment, caught.value.position) == (6, 0, third)
+    assert caught.value.bytes_after == plog.active_segment.size - third
+    assert "00000000000000000000.log" in str(caught.value)
+    plog.close()
+
+
+def test_stray_bytes_after_the_last_batch_are_damage(tmp_path):
+    plog = _log(tmp_path / "t-0")
+    size = plog.active_segment.size
+    plog.close()
+    with open(os.path.join(str(tmp_path / "t-0"), f"{0:020d}.log"), "ab") as fh:
+        fh.write(b"\x00" * 30)
+    plog = PartitionLog(str(tmp_path / "t-0"), LogConfig(), clean_shutdown=True,
+                        recovery_point=18)
+    assert plog.active_segment.size == size + 30
+    with pytest.raises(CorruptLogError, match="stray bytes") as caught:
+        list(plog.verified_batches())
+    assert caught.value.position == size
+    plog.close()
+
+
+def test_compaction_gaps_and_a_log_start_mid_segment_are_not_damage(tmp_path):
+    plog = _log(tmp_path / "t-0", batches=30, segment_bytes=600, cleanup_policy=("compact",))
+    plog.roll()
+    plog.compact(force=True)
+    offsets = [r.offset for b in plog.verified_batches() for r in _records(b)]
+    assert offsets == sorted(offsets) and len(offsets) < 90  # gaps left by the cleaner
+    plog.advance_log_start_offset(offsets[len(offsets) // 2])
+    after = [r.offset for b in plog.verified_batches() for r in _records(b)]
+    assert after[-1] == offsets[-1] and len(after) < len(offsets)
+    plog.close()
+
+
+def _records(batch: bytes):
+    return decode_batch(batch).records
+
+
+# -- the broker -----------------------------------------------------------------------
+
+
+def _commit(client, group, offset):
+    answer = client.call(8, 9, {
+        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+        "group_instance_id": None, "topics": [{"name": "orders", "partitions": [
+            {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
+             "committed_metadata": ""}]}]})
+    return answer["topics"][0]["partitions"][0]["error_code"]
+
+
+def _fetch(client, group):
+    return client.call(9, 8, {"require_stable": False, "groups": [
+        {"group_id": group, "member_id": None, "member_epoch": -1, "topics": None}]})["groups"][0]
+
+
+def _wait_loaded(client, group):
+    import time
+
+    deadline = time.monotonic() + 30
+    while (answer := _fetch(client, group))["error_code"] == E.COORDINATOR_LOAD_IN_PROGRESS:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    return answer
+
+
+def test_a_damaged_offsets_partition_is_refused_and_nothing_is_written_past_it(tmp_path):
+    data = tmp_path / "data"
+    damaged = "orders-app"
+    partition = coordinator_partition(damaged, 50)
+    healthy = next(g for g in (f"billing-{i}" for i in range(100))
+                   if coordinator_partition(g, 50) != partition)
+    broker = BrokerProcess(data).start()
+    with WireClient.to(broker.bootstrap) as client:
+        client.call(19, 4, {"topics": [{"name": "orders", "num_partitions": 1,
+                                        "replication_factor": 1, "assignments": [],
+                                        "configs": []}],
+                            "timeout_ms": 5000, "validate_only": False})
+        for offset in range(1, 21):
+            assert _commit(client, damaged, offset) == E.NONE
+        assert _commit(client, healthy, 7) == E.NONE
+    assert broker.terminate() == 0
+
+    folder = data / f"__consumer_offsets-{partition}"
+    segment = folder / f"{0:020d}.log"
+    size = segment.stat().st_size
+    _damage(str(segment), size // 2, b"\xff\xff\xff\xff")  # mid-segment, after a clean stop
+    damaged_bytes = segment.read_bytes()
+
+    broker = BrokerProcess(data).start()
+    try:
+        with WireClient.to(broker.bootstrap) as client:
+            assert _wait_loaded(client, healthy)["topics"][0]["partitions"][0][
+                "committed_offset"] == 7
+            assert _fetch(client, damaged)["error_code"] == E.NOT_COORDINATOR
+            assert _commit(client, damaged, 99) == E.NOT_COORDINATOR
+            joined = client.call(11, 9, {
+                "group_id": damaged, "session_timeout_ms": 10_000,
+                "rebalance_timeout_ms": 10_000, "member_id": "", "group_instance_id": None,
+                "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}],
+                "reason": None})
+            assert joined["error_code"] == E.NOT_COORDINATOR
+            described = client.call(15, 5, {"groups": [damaged],
+                                            "include_authorized_operations": False})
+            assert described["groups"][0]["error_code"] == E.NOT_COORDINATOR
+            # The coordinator is still this broker (its partition's leader), as in Kafka.
+            assert client.call(10, 3, {"key": damaged, "key_type": 0})["error_code"] == E.NONE
+            assert _commit(client, healthy, 8) == E.NONE
+        failed = [e for e in broker.events if e.get("event") == "groups.load_failed"]
+        assert len(failed) == 1
+        assert failed[0]["level"] == "error"
+        assert failed[0]["partition"] == partition
+        assert failed[0]["segment"] == f"{0:020d}" and failed[0]["position"] <= size // 2
+        assert "NOT_COORDINATOR" in failed[0]["reason"]
+    finally:
+        broker.kill()  # a crash: the next start recovers the active segments
+    assert segment.read_bytes() == damaged_bytes  # nothing appended after the damage
+
+    broker = BrokerProcess(data).start()
+    try:
+        truncated = [e for e in broker.events if e.get("event") == "segment_truncated"]
+        assert truncated and truncated[0]["level"] == "warning"
+        assert truncated[0]["log"] == f"__consumer_offsets-{partition}"
+        assert truncated[0]["bytes_truncated"] > 0
+        assert 0 < truncated[0]["truncated_to_offset"] < 21
+        with WireClient.to(broker.bootstrap) as client:
+            # What recovery kept is served; the healthy group lost nothing.
+            kept = _wait_loaded(client, damaged)["topics"][0]["partitions"][0]
+            assert kept["committed_offset"] == truncated[0]["truncated_to_offset"]
+            assert _wait_loaded(client, healthy)["topics"][0]["partitions"][0][
+                "committed_offset"] == 8
+    finally:
+        assert broker.terminate() == 0
