@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from broker.config import BrokerConfig
 from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from broker.groups.service import GroupService
 from broker.groups.timers import WallClock
+from broker.listener import Listener
 from broker.memory import CHECK_S, FullCollections, keep_freed_memory
 from broker.meta import DirLock, load_or_create_identity
 from broker.server import KafkaConnection, WarningLimiter
@@ -48,7 +50,7 @@ class Broker:
         self.connections: set[KafkaConnection] = set()
         self.bad_input = WarningLimiter()  # rate-limited warnings about bad requests
         self.large_requests = asyncio.Semaphore(1)  # large requests decoded one at a time
-        self._server: asyncio.base_events.Server | None = None
+        self._server: Listener | None = None
         self._lock = DirLock(self.data_dir)
         self.host, self.port = config.listener
         self.advertised_host, self.advertised_port = config.advertised
@@ -69,10 +71,9 @@ class Broker:
         loop = self._loop = asyncio.get_running_loop()
         self.failed = asyncio.Event()
         # Bind first: a port already in use must fail before the data dir is touched.
-        self._server = await loop.create_server(
-            lambda: KafkaConnection(self), self.host, self.port, reuse_address=True,
-            backlog=1024, start_serving=False,
-        )
+        self._server = Listener(loop, lambda: KafkaConnection(self), self.host, self.port,
+                                backlog=1024, warn=self.bad_input.warn)
+        await self._server.bind()
         try:
             self._lock.acquire()
         except BaseException:
@@ -95,7 +96,7 @@ class Broker:
             self.groups = GroupService(self, GroupCoordinator(
                 coordinator_config(self.config, offsets_partitions), now=clock()), clock)
             self.groups.start()
-            await self._server.start_serving()
+            self._server.start_serving()
         except BaseException:
             self._server.close()
             self._server = None
@@ -109,6 +110,15 @@ class Broker:
         if not self.config.get("advertised.listeners") or self.advertised_port == 0:
             # Port 0 (an ephemeral port) is advertised as the port actually bound.
             self.advertised_port = self.port
+        exposed = [f"{a[0]}:{a[1]}" for a in (s.getsockname() for s in self._server.sockets)
+                   if not ipaddress.ip_address(a[0].split("%", 1)[0]).is_loopback]
+        if exposed:
+            log.warning("broker.listening_beyond_loopback", listening=exposed,
+                        reason="every client that can reach these addresses may produce, "
+                               "read, create and delete topics, and commit and delete any "
+                               "group's offsets: kcoord has no authentication or "
+                               "authorization yet",
+                        hint="listen on 127.0.0.1 (the default) unless the network is trusted")
         if self.host in ("", "0.0.0.0", "::") and not self.config.get("advertised.listeners"):
             log.warning("broker.advertising_loopback", listening=self.host,
                         advertised=self.advertised_host,

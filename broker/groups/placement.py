@@ -8,11 +8,17 @@ topic's actual one.
 
 from __future__ import annotations
 
+import codecs
+
 INT32_MIN = -(2**31)
+# Looked up once, at import: a lookup imports the codec's module on first use,
+# which needs a file descriptor, and a commit arriving when none is free must
+# still be placed (and answered).
+_utf16_be = codecs.lookup("utf-16-be").encode
 
 
 def java_string_hashcode(text: str) -> int:
-    data = text.encode("utf-16-be", "surrogatepass")
+    data = _utf16_be(text, "surrogatepass")[0]
     h = 0
     for i in range(0, len(data), 2):
         h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
