@@ -300,11 +300,11 @@ def echo_server():
         proc.join(10)
 
 
-def spawn_broker(data_dir: str, timeout: float = 30) -> tuple[subprocess.Popen, dict]:
+def spawn_broker(data_dir: str, *extra: str, timeout: float = 30) -> tuple[subprocess.Popen, dict]:
     """``python -m broker.cli serve --port 0``; returns the process and its ``broker.started`` event."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "broker.cli", "serve", "--host", HOST, "--port", "0",
-         "--data-dir", data_dir, "--log-format", "json"],
+         "--data-dir", data_dir, "--log-format", "json", *extra],
         cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True)
     watchdog = threading.Timer(timeout, proc.kill)  # a broker that hangs silently
@@ -338,9 +338,10 @@ def stop_broker(proc: subprocess.Popen) -> None:
 
 
 @contextmanager
-def broker_server():
+def broker_server(*extra: str):
+    """A broker process on a fresh data dir; ``extra``: more ``kcoord serve`` arguments."""
     with tempfile.TemporaryDirectory(prefix="kcoord-bench-") as data_dir:
-        proc, event = spawn_broker(data_dir)
+        proc, event = spawn_broker(data_dir, *extra)
         try:
             yield event["port"], proc.pid
         finally:

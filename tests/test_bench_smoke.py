@@ -47,6 +47,10 @@ def test_benchmarks_run_quick_and_print_their_figures():
     assert re.search(r"memory per 1,000 groups of 3 members: \d+\.\d+ MiB", out), out
     assert re.search(r"start-up replay of [\d,]+ __consumer_offsets records: \d+\.\d+ s", out), out
     assert re.search(r"while 8 connections commit: \d+\.\d+ ms", out), out
+    assert re.search(r"sync commits/s with kcoord.fsync.policy=batch .*: [\d,]+ over 1 connection "
+                     r"\(\d+\.\d+ of never\), [\d,]+ over 8", out), out
+    assert re.search(r"during one JoinGroup of 50,000 protocols \(\d+\.\d+ MiB, answered in \d+ "
+                     r"ms\): \d+\.\d+ ms", out), out
     assert re.search(r"sync commits/s against a server that only answers: [\d,]+ over 1 "
                      r"connection \(the client's ceiling; mock/ceiling \d+\.\d+, "
                      r"kcoord/ceiling \d+\.\d+\), [\d,]+ over 8", out), out
