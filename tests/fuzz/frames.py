@@ -105,12 +105,34 @@ _GROUPS = {
 }
 
 
-def seeds() -> list[tuple[int, int, bytes]]:
+# Group requests with Kafka's extremes: a JoinGroup listing thousands of
+# protocols, ids of the longest length a string holds (a member id made from
+# one cannot be encoded), and ids that are not valid UTF-8 (``_BAD_ID`` is
+# swapped for malformed bytes in the frame).
+_BAD_ID = "fuzz-bad"
+_BAD_BYTES = b"fuzz-\xff\xed\xa0"
+_LONG_ID = "i" * 32767
+_JOIN = _GROUPS[11][0]
+_EXTREMES = {
+    8: [dict(_COMMIT, group_id=_BAD_ID)],
+    10: [{"key": _BAD_ID, "key_type": 0, "coordinator_keys": [_BAD_ID]}],
+    11: [dict(_JOIN, protocols=[{"name": f"p{i}", "metadata": _SUB} for i in range(3000)]),
+         dict(_JOIN, group_instance_id=_LONG_ID),
+         dict(_JOIN, group_id=_BAD_ID, group_instance_id=_BAD_ID),
+         dict(_JOIN, group_id=_LONG_ID)],
+    15: [{"groups": [_BAD_ID, _LONG_ID], "include_authorized_operations": True}],
+    42: [{"groups_names": [_BAD_ID]}],
+}
+
+
+def seeds(*, extremes_only: bool = False) -> list[tuple[int, int, bytes]]:
     """(api key, version, frame) for every served API and version."""
     out = []
     for key, reg in sorted(load_handlers().items()):
         for version in range(reg.min_version, reg.max_version + 1):
-            for body in ({}, _RICH.get(key), *_DATA.get(key, ()), *_GROUPS.get(key, ())):
+            bodies = (() if extremes_only else
+                      ({}, _RICH.get(key), *_DATA.get(key, ()), *_GROUPS.get(key, ())))
+            for body in (*bodies, *_EXTREMES.get(key, ())):
                 if body is None:
                     continue
                 if key == 11 and body is not None and body.get("member_id") == "" and \
@@ -120,7 +142,7 @@ def seeds() -> list[tuple[int, int, bytes]]:
                     frame = frame_request(reg.schema, version, 1, "fuzz", body)
                 except (ValueError, TypeError):
                     continue  # a field this version does not carry
-                out.append((key, version, frame))
+                out.append((key, version, frame.replace(_BAD_ID.encode(), _BAD_BYTES)))
     return out
 
 

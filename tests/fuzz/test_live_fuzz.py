@@ -57,6 +57,28 @@ class Health:
         assert struct.unpack_from(">ih", body) == (self.correlation, 0)
 
 
+def _answer(port: int, frame: bytes) -> int:
+    """Send one frame; the correlation id of the answer (raises if the broker closes)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(frame)
+        (size,) = struct.unpack(">i", recv_exact(sock, 4))
+        return struct.unpack(">i", recv_exact(sock, size)[:4])[0]
+
+
+def test_extreme_group_requests_are_answered(make_broker):
+    """A JoinGroup of 3,000 protocols, ids of 32767 bytes (a member id made from
+    one would not fit an answer) and ids that are not valid UTF-8 each get an
+    answer, as Kafka gives, for every version: no closed connection, no
+    traceback."""
+    node = make_broker()
+    extremes = frames.seeds(extremes_only=True)
+    assert {key for key, _v, _f in extremes} == {8, 10, 11, 15, 42}
+    with structlog.testing.capture_logs() as logs:
+        for key, version, frame in extremes:
+            assert _answer(node.port, frame) == 1, (key, version)
+    assert _broken(logs) == []
+
+
 def _broken(entries) -> list:
     return [e for e in entries if e.get("log_level") in ("error", "critical")
             or "exc_info" in e or "exception" in e]
