@@ -9,7 +9,7 @@ HOST     ?= 127.0.0.1
 PORT     ?= 9092
 DATA_DIR ?= ./data
 
-.PHONY: run test bench install clean reference-kafka mutation fuzz chromium
+.PHONY: run test test-codecs bench install clean reference-kafka mutation fuzz chromium
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,8 +30,16 @@ $(PIPELINE_STAMP): $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/kcoord serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
+# The slowest tests and the total time are printed at the end.  The codecs are
+# checked against themselves at each API's oldest, first flexible and newest
+# versions here (every version of the hot ones); `make test-codecs` checks
+# every version of every API, and CI runs both.
 test: $(PIPELINE_STAMP) chromium
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q --durations=15 $(PYTEST_ARGS)
+
+test-codecs: $(STAMP)
+	KCOORD_CODEC_MATRIX=full $(PY) -m pytest -q -p no:cacheprovider \
+		tests/protocol/test_codec_roundtrip.py tests/protocol/test_generated_codec.py
 
 # The pipeline's report test renders its HTML page in headless Chromium (Debian's
 # package): installed here when missing and this runs as root with apt-get.

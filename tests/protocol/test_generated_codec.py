@@ -35,6 +35,8 @@ CASES = all_codec_cases() + [
     for version in range(api.min_version, api.max_version + 1)
     for direction in ("request", "response")
 ]
+# Every version of the messages that use the generated codec, in every matrix.
+ALL_CASES = all_codec_cases(full=True) + CASES[len(all_codec_cases()):]
 
 SETTINGS = settings(
     max_examples=10,
@@ -44,7 +46,7 @@ SETTINGS = settings(
 # The messages that use the generated codec get many more examples.
 HOT = [OFFSET_COMMIT, PRODUCE, headers.REQUEST_HEADER, group_records.OFFSET_COMMIT_KEY,
        group_records.OFFSET_COMMIT_VALUE]
-HOT_CASES = [(api, version, direction) for api, version, direction in CASES if api in HOT]
+HOT_CASES = [(api, version, direction) for api, version, direction in ALL_CASES if api in HOT]
 HOT_SETTINGS = settings(SETTINGS, max_examples=150)
 
 
