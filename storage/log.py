@@ -599,8 +599,7 @@ class PartitionLog:
         meanwhile is read on in its replacement, from the offset reached.
         """
         chunk_bytes = max(chunk_bytes, RECORD_BATCH_OVERHEAD)
-        offset = None
-        segment, position, relocated = None, 0, False
+        offset = segment = None
         while True:
             found: list[bytes] = []
             error = None
@@ -630,10 +629,8 @@ class PartitionLog:
                             break  # the next chunk starts with this batch
                         damage = f"{segment.size - at} stray bytes"
                     else:
-                        size = batch_header(data, pos).size
-                        if data[pos + MAGIC_OFFSET] != 2:
-                            damage = f"magic {data[pos + MAGIC_OFFSET]} where a v2 batch belongs"
-                        elif size < RECORD_BATCH_OVERHEAD or at + size > segment.size:
+                        size = batch_header(data, pos).size  # validate_batch checks the magic
+                        if size < RECORD_BATCH_OVERHEAD or at + size > segment.size:
                             damage = f"a batch length of {size} bytes"
                         elif pos + size > len(data):
                             if pos > 0:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 
 import pytest
+import structlog
 
 from broker.groups.placement import coordinator_partition
 from protocol.errors import ErrorCode as E
@@ -64,12 +65,48 @@ def _reopen(plog: PartitionLog, **config) -> PartitionLog:
                         recovery_point=plog.log_end_offset)
 
 
-def test_an_intact_log_is_read_whole(tmp_path):
+@pytest.mark.parametrize("chunk", [1 << 20, 64, 130, 150, 199, 200, 201, 333])
+def test_an_intact_log_is_read_whole(tmp_path, chunk):
+    """Chunks of every alignment to the 100-byte batches: smaller than a batch,
+    ending inside a batch's header, on a boundary, across segments."""
     plog = _log(tmp_path / "t-0", batches=40, segment_bytes=700)
     assert len(plog.segments) > 3
-    assert list(plog.verified_batches()) == list(plog.batches())
-    # Chunks smaller than a batch: every batch is still read whole, once.
-    assert list(plog.verified_batches(chunk_bytes=64)) == list(plog.batches())
+    assert list(plog.verified_batches(chunk_bytes=chunk)) == list(plog.batches())
+    plog.close()
+
+
+def test_a_log_start_on_a_batch_boundary_skips_the_batches_before_it(tmp_path):
+    plog = _log(tmp_path / "t-0", batches=10, segment_bytes=450)
+    plog.advance_log_start_offset(12)  # the first offset of the fifth batch
+    read = list(plog.verified_batches())
+    assert [decode_batch(b).base_offset for b in read] == [12, 15, 18, 21, 24, 27]
+    plog.advance_log_start_offset(13)  # inside it: the batch is read whole
+    assert decode_batch(next(plog.verified_batches())).base_offset == 12
+    plog.close()
+
+
+def test_the_read_goes_on_in_the_segments_a_compaction_swaps_in(tmp_path):
+    """Between two chunks the cleaner replaces the segments being read: the read
+    goes on in their replacement from the offset it reached, each offset once."""
+    plog = _log(tmp_path / "t-0", batches=60, keys=7, segment_bytes=700,
+                cleanup_policy=("compact",))
+    plog.roll()
+    reader = plog.verified_batches(chunk_bytes=250)
+    first = [next(reader) for _ in range(4)]
+    plog.compact(force=True)
+    rest = list(reader)
+    offsets = [r.offset for b in first + rest for r in decode_batch(b).records]
+    assert offsets == sorted(set(offsets))
+    assert offsets[:12] == list(range(12))  # read before the swap
+    latest = {}
+    for b in plog.batches():
+        for r in decode_batch(b).records:
+            latest[r.key] = r.offset
+    seen = {}
+    for b in first + rest:
+        for r in decode_batch(b).records:
+            seen[r.key] = r.offset
+    assert seen == latest  # every key's newest record was read
     plog.close()
 
 
@@ -77,7 +114,7 @@ def test_an_intact_log_is_read_whole(tmp_path):
     (50, b"\x00", "CRC"),  # the producer id, inside the CRC: it no longer matches
     (8, b"\x7f", "batch length"),  # the batch length
     (16, b"\x05", "magic"),  # the magic byte
-    (0, b"\x00" * 8, "offset 0 after offset"),  # base offset (outside the CRC) goes back
+    (0, b"\x00" * 8, "offset 0 after offset 5"),  # base offset (outside the CRC) goes back
 ])
 def test_damage_mid_log_stops_the_read_where_it_is(tmp_path, where, value, reason):
     plog = _log(tmp_path / "t-0")
@@ -90,8 +127,30 @@ def test_damage_mid_log_stops_the_read_where_it_is(tmp_path, where, value, reaso
             read.append(batch)
     assert len(read) == 2
     assert (caught.value.offset, caught.value.segment, caught.value.position) == (6, 0, third)
-    assert caught.value.bytes_after == plog.active_segment.size - third
-    assert "00000000000000000000.log" in str(caught.value)
+    after = plog.active_segment.size - third
+    assert caught.value.bytes_after == after
+    assert f"at byte {third} of segment 00000000000000000000.log: the log cannot be read " \
+           f"from offset 6 on ({after} bytes to the end of that segment)" in str(caught.value)
+    plog.close()
+
+
+def test_a_first_batch_whose_offset_goes_below_the_log_start_is_damage(tmp_path):
+    plog = _log(tmp_path / "t-0")
+    _damage(_segment_file(plog), 0, b"\xff" * 8)  # base offset -1
+    plog = _reopen(plog)
+    with pytest.raises(CorruptLogError, match=r"offset -1 after offset -1") as caught:
+        list(plog.verified_batches())
+    assert (caught.value.offset, caught.value.position) == (0, 0)
+    plog.close()
+
+
+def test_a_segment_file_shorter_than_its_size_is_damage(tmp_path):
+    plog = _log(tmp_path / "t-0")
+    last = _batch_positions(plog)[-1]
+    os.truncate(_segment_file(plog), plog.active_segment.size - 30)
+    with pytest.raises(CorruptLogError, match="a segment file shorter than its size") as caught:
+        list(plog.verified_batches(chunk_bytes=250))
+    assert caught.value.position == last and caught.value.offset == 15
     plog.close()
 
 
@@ -104,7 +163,7 @@ def test_stray_bytes_after_the_last_batch_are_damage(tmp_path):
     plog = PartitionLog(str(tmp_path / "t-0"), LogConfig(), clean_shutdown=True,
                         recovery_point=18)
     assert plog.active_segment.size == size + 30
-    with pytest.raises(CorruptLogError, match="stray bytes") as caught:
+    with pytest.raises(CorruptLogError, match=f"30 stray bytes at byte {size} ") as caught:
         list(plog.verified_batches())
     assert caught.value.position == size
     plog.close()
@@ -211,6 +270,8 @@ def test_a_damaged_offsets_partition_is_refused_and_nothing_is_written_past_it(t
         assert truncated and truncated[0]["level"] == "warning"
         assert truncated[0]["log"] == f"__consumer_offsets-{partition}"
         assert truncated[0]["bytes_truncated"] > 0
+        assert truncated[0]["bytes_before"] == \
+            truncated[0]["bytes_valid"] + truncated[0]["bytes_truncated"]
         assert 0 < truncated[0]["truncated_to_offset"] < 21
         with WireClient.to(broker.bootstrap) as client:
             # What recovery kept is served; the healthy group lost nothing.
@@ -220,3 +281,77 @@ def test_a_damaged_offsets_partition_is_refused_and_nothing_is_written_past_it(t
                 "committed_offset"] == 8
     finally:
         assert broker.terminate() == 0
+
+
+def test_a_partition_that_fails_to_load_is_refused_in_process(make_broker, tmp_path):
+    """The same refusal for a broker embedded in a test suite, and for a load
+    that fails with any error, not only damage found by the read."""
+    data = tmp_path / "embedded"
+    damaged = "orders-app"
+    partition = coordinator_partition(damaged, 50)
+    first = make_broker(data)
+    with WireClient.to(first.bootstrap) as client:
+        client.call(19, 4, {"topics": [{"name": "orders", "num_partitions": 1,
+                                        "replication_factor": 1, "assignments": [],
+                                        "configs": []}],
+                            "timeout_ms": 5000, "validate_only": False})
+        for offset in range(1, 6):
+            assert _commit(client, damaged, offset) == E.NONE
+    first.stop()
+    segment = data / f"__consumer_offsets-{partition}" / f"{0:020d}.log"
+    _damage(str(segment), segment.stat().st_size // 2, b"\xff\xff\xff\xff")
+    damaged_bytes = segment.read_bytes()
+    with structlog.testing.capture_logs() as logs:
+        second = make_broker(data)
+        with WireClient.to(second.bootstrap) as client:
+            import time
+
+            deadline = time.monotonic() + 30
+            while (answer := _fetch(client, damaged))["error_code"] == \
+                    E.COORDINATOR_LOAD_IN_PROGRESS:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert answer["error_code"] == E.NOT_COORDINATOR
+            assert _commit(client, damaged, 9) == E.NOT_COORDINATOR
+        second.stop()
+    failed = [e for e in logs if e["event"] == "groups.load_failed"]
+    assert [(e["log_level"], e["partition"], e["segment"]) for e in failed] == \
+        [("error", partition, f"{0:020d}")]
+    assert failed[0]["offset"] < 5 and failed[0]["bytes_after"] > 0
+    assert any(e["event"] == "groups.partitions_not_served" and e["partitions"] == [partition]
+               for e in logs)
+    assert segment.read_bytes() == damaged_bytes
+
+
+def test_any_load_failure_refuses_the_partition(make_broker, tmp_path, monkeypatch):
+    from broker.groups import service
+
+    data = tmp_path / "broken-load"
+    first = make_broker(data)
+    with WireClient.to(first.bootstrap) as client:
+        client.call(19, 4, {"topics": [{"name": "orders", "num_partitions": 1,
+                                        "replication_factor": 1, "assignments": [],
+                                        "configs": []}],
+                            "timeout_ms": 5000, "validate_only": False})
+        assert _commit(client, "orders-app", 3) == E.NONE
+    first.stop()
+
+    def failing(plog):
+        raise RuntimeError("replay failed")
+
+    monkeypatch.setattr(service, "load_partition", failing)
+    with structlog.testing.capture_logs() as logs:
+        second = make_broker(data)
+        with WireClient.to(second.bootstrap) as client:
+            import time
+
+            deadline = time.monotonic() + 30
+            while (answer := _fetch(client, "orders-app"))["error_code"] == \
+                    E.COORDINATOR_LOAD_IN_PROGRESS:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert answer["error_code"] == E.NOT_COORDINATOR
+        second.stop()
+    failed = [e for e in logs if e["event"] == "groups.load_failed"]
+    assert len(failed) == 1 and failed[0]["log_level"] == "error"
+    assert "NOT_COORDINATOR" in failed[0]["reason"]

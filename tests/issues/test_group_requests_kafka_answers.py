@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import codecs
 import io
+import time
+import uuid
 
 import pytest
 
@@ -53,9 +55,9 @@ JAVA_DECODED = [
     (b"caf\xc3\xa9 \xf0\x9f\x98\x80", "caf\u00e9 \U0001F600"),
 ]
 
-MARKER = b"grp-\x01\x02\x03"  # swapped for malformed bytes of the same length
-MALFORMED = b"grp-\xff\xed\xa0"
-REPLACED = "grp-\ufffd\ufffd"
+MARKER = b"\x01\x02\x03"  # swapped for malformed bytes of the same length
+MALFORMED = b"\xff\xed\xa0"
+REPLACED = "\ufffd\ufffd"
 
 
 @pytest.mark.parametrize("raw,text", JAVA_DECODED)
@@ -76,12 +78,14 @@ def test_a_string_that_outgrows_a_kafka_string_once_replaced_is_undecodable():
         codecs.decode(b"\xff", "utf-8")  # the strict codec is untouched
 
 
-def _raw(client: WireClient, api: int, version: int, body: dict) -> dict:
-    """Send a frame whose MARKER is replaced with malformed UTF-8; the answer."""
+def _raw(client: WireClient, api: int, version: int, body: dict, group: str) -> dict:
+    """Send a frame naming ``group`` (which ends with MARKER) with MARKER replaced
+    by malformed UTF-8; the answer."""
     client.correlation_id += 1
     frame = frame_request(ALL_APIS[api], version, client.correlation_id, client.client_id, body)
-    assert frame.count(MARKER) >= 1
-    client.sock.sendall(frame.replace(MARKER, MALFORMED))
+    named = group.encode()
+    assert frame.count(named) == 1
+    client.sock.sendall(frame.replace(named, named[:-len(MARKER)] + MALFORMED))
     return client.receive(api, version)
 
 
@@ -91,22 +95,39 @@ def _join(group: str, instance: str | None, version: int = 7) -> dict:
             "protocols": [{"name": "range", "metadata": b""}], "reason": None}
 
 
-def _malformed_id_answers(bootstrap: str) -> list:
-    group = MARKER.decode()
+def _served(client: WireClient, api: int, version: int, body: dict, group: str) -> dict:
+    """``_raw``, asked again while the group's partition is not served yet (as a
+    client does after NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS)."""
+    deadline = time.monotonic() + 30
+    while True:
+        answer = _raw(client, api, version, body, group)
+        if answer.get("error_code") not in (E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS) \
+                or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.1)
+
+
+def _malformed_id_answers(bootstrap: str, prefix: str) -> list:
+    group = prefix + MARKER.decode()
     with WireClient.to(bootstrap) as client:
+        _served(client, 9, 7, {"group_id": group, "topics": None, "require_stable": False}, group)
         answers = [
-            _raw(client, 10, 3, {"key": group, "key_type": 0}),
-            _raw(client, 10, 4, {"key_type": 0, "coordinator_keys": [group]}),
-            _raw(client, 15, 5, {"groups": [group], "include_authorized_operations": False}),
-            _raw(client, 9, 7, {"group_id": group, "topics": None, "require_stable": False}),
-            _raw(client, 11, 7, _join(group, "inst")),
-            _raw(client, 15, 5, {"groups": [group], "include_authorized_operations": False}),
+            _raw(client, 10, 3, {"key": group, "key_type": 0}, group),
+            _raw(client, 10, 4, {"key_type": 0, "coordinator_keys": [group]}, group),
+            _raw(client, 15, 5, {"groups": [group], "include_authorized_operations": False},
+                 group),
+            _raw(client, 9, 7, {"group_id": group, "topics": None, "require_stable": False},
+                 group),
+            _served(client, 11, 7, _join(group, "inst"), group),
+            _raw(client, 15, 5, {"groups": [group], "include_authorized_operations": False},
+                 group),
         ]
     for answer in answers:  # host, port and the member ids' random part differ
         answer.pop("port", None)
         for c in answer.get("coordinators", ()):
             c.pop("port")
     joined = answers[4]
+    assert joined["error_code"] == E.NONE, (bootstrap, joined)
     assert joined["member_id"].startswith("inst-")
     for field in ("member_id", "leader"):
         joined[field] = "<member>"
@@ -117,16 +138,17 @@ def _malformed_id_answers(bootstrap: str) -> list:
 
 
 def test_group_ids_that_are_not_utf8_are_answered_as_kafka_answers(diff):  # noqa: F811
-    ours = _malformed_id_answers(diff.kcoord.bootstrap)
+    prefix = f"utf8-{uuid.uuid4().hex[:8]}-"
+    ours = _malformed_id_answers(diff.kcoord.bootstrap, prefix)
     find, find_v4, dead, fetched, joined, described = ours
     assert find["error_code"] == E.NONE
-    assert find_v4["coordinators"][0]["key"] == REPLACED
-    assert dead["groups"][0]["group_id"] == REPLACED
+    assert find_v4["coordinators"][0]["key"] == prefix + REPLACED
+    assert dead["groups"][0]["group_id"] == prefix + REPLACED
     assert dead["groups"][0]["group_state"] == "Dead"
     assert joined["error_code"] == E.NONE
     assert (described["groups"][0]["group_id"], described["groups"][0]["group_state"]) == \
-        (REPLACED, "CompletingRebalance")
-    assert ours == _malformed_id_answers(diff.kafka.bootstrap)
+        (prefix + REPLACED, "CompletingRebalance")
+    assert ours == _malformed_id_answers(diff.kafka.bootstrap, prefix)
 
 
 def test_a_member_id_too_long_to_encode_is_refused_at_the_join(broker):
@@ -173,3 +195,20 @@ def test_a_commit_refused_for_its_metadata_leaves_no_group(diff):  # noqa: F811
     ours = _refused_commit_leaves_no_group(diff.kcoord.bootstrap, topic, "phantom-commit")
     assert ours == (E.OFFSET_METADATA_TOO_LARGE, False, "Dead")
     assert ours == _refused_commit_leaves_no_group(diff.kafka.bootstrap, topic, "phantom-commit")
+
+
+def test_a_commit_refused_for_some_partitions_stores_the_others_and_creates_the_group():
+    from tests.broker.group_harness import Harness
+
+    h = Harness()
+    ticket = h.commit("mixed", {("t", 0): (5, "m" * 5000), ("t", 1): (7, ""), ("t", 2): (9, "")})
+    assert h.answer(ticket) is None  # waits for its write
+    h.settle()
+    assert h.answer(ticket) == {("t", 0): E.OFFSET_METADATA_TOO_LARGE, ("t", 1): E.NONE,
+                                ("t", 2): E.NONE}
+    assert "mixed" in h.core.groups
+    code, fetched = h.core.fetch_offsets("mixed", [("t", [0, 1, 2])])
+    assert [(p, o.offset if o else None) for p, o in fetched[0][1]] == [(0, None), (1, 7), (2, 9)]
+    refused = h.commit("refused", {("t", 0): (5, "m" * 5000)})
+    assert h.answer(refused) == {("t", 0): E.OFFSET_METADATA_TOO_LARGE}
+    assert "refused" not in h.core.groups and not h.pending
