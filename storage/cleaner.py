@@ -310,32 +310,54 @@ def _min(a, b):
     return min(a, b)
 
 
-def _swap_in(plog, group, cleaned: LogSegment) -> bool:
-    """Replace ``group`` by ``cleaned`` in the folder and in the log; False if the log moved on."""
-    directory = plog.directory
-    base = cleaned.base_offset
-    prefix = os.path.join(directory, segment_name(base))
+class _Swap:
+    """The swap of a cleaned segment for the segments it replaces, in the three
+    steps ``PartitionLog.replace_segments`` runs: ``prepare`` and ``sync`` wait
+    for the disk without the partition lock, ``commit`` only renames."""
 
-    def swap_files() -> None:
-        # .cleaned -> .swap, the .log last: once it is renamed the swap is committed.
+    def __init__(self, directory: str, group: list[LogSegment], cleaned: LogSegment):
+        self.directory = directory
+        self.group = group
+        self.cleaned = cleaned
+        self.prefix = os.path.join(directory, segment_name(cleaned.base_offset))
+
+    def prepare(self) -> None:
+        # .cleaned -> .swap, the .log last: once it is renamed and the folder
+        # synced the swap is committed (a crash from here on finishes it).
+        cleaned, prefix = self.cleaned, self.prefix
         cleaned.offset_index.rename(prefix + ".index.swap")
         cleaned.time_index.rename(prefix + ".timeindex.swap")
         os.rename(cleaned.log_path, prefix + ".log.swap")
         cleaned.log_path = prefix + ".log.swap"
-        fsync_dir(directory)
-        for seg in group:
-            if seg.base_offset == base:
-                seg.close()
-            else:
-                seg.delete()
+        fsync_dir(self.directory)
+
+    def commit(self) -> list[str]:
+        """The replaced segments' files renamed aside (``.deleted``, removed at
+        ``sync`` or by the next start), the ``.swap`` files to their names."""
+        doomed = []
+        for seg in self.group:
+            seg.close()
+            for path in seg.paths():
+                if os.path.exists(path):
+                    os.rename(path, path + ".deleted")
+                    doomed.append(path + ".deleted")
+        cleaned, prefix = self.cleaned, self.prefix
         cleaned.offset_index.rename(prefix + ".index")
         cleaned.time_index.rename(prefix + ".timeindex")
         os.rename(cleaned.log_path, prefix + ".log")
         cleaned.log_path = prefix + ".log"
         cleaned.suffix = ""
-        fsync_dir(directory)
+        return doomed
 
-    if plog.replace_segments(group, cleaned, swap_files):
+    def sync(self, doomed: list[str]) -> None:
+        fsync_dir(self.directory)
+        for path in doomed:
+            os.unlink(path)
+
+
+def _swap_in(plog, group, cleaned: LogSegment) -> bool:
+    """Replace ``group`` by ``cleaned`` in the folder and in the log; False if the log moved on."""
+    if plog.replace_segments(group, cleaned, _Swap(plog.directory, group, cleaned)):
         return True
     cleaned.delete()
     return False

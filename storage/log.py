@@ -13,7 +13,12 @@ of its own:
   ``replace_segments``.
 
 A ``threading.RLock`` guards the segment list, because compaction, retention
-and flushes run in worker threads while appends and reads go on.
+and flushes run in worker threads while appends and reads go on.  It is held
+for in-memory changes and quick file work only: the steps of a structural
+change that wait for the disk (a compaction swap's directory fsyncs,
+retention's unlinks) run outside it, serialized by a second lock that appends
+and reads never take, so the event loop never waits for the disk behind a
+worker.
 
 An I/O error (EIO, ENOSPC, ...) while writing takes the log offline, as
 Kafka's LogDirFailureChannel does: ``io_failed`` reports it once to
@@ -128,6 +133,12 @@ class PartitionLog:
         self.clock = clock
         self.on_io_error = on_io_error
         self._lock = threading.RLock()
+        # Held across a structural change whose file work waits for the disk (a
+        # compaction swap's directory fsyncs, retention's unlinks), so that such
+        # changes never interleave, while the partition lock above, which the
+        # event loop takes to append and read, is held only for the in-memory
+        # part.  Order: ``_structure`` before ``_lock``, never the other way.
+        self._structure = threading.RLock()
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
         self.recovery_point = recovery_point
@@ -701,24 +712,32 @@ class PartitionLog:
         is kept and the log start offset moves up to it.
         """
         now = self.clock() if now_ms is None else now_ms
-        with self._lock:
-            self._check_open()
-            doomed = deletable_count(self.segments, self.log_start_offset, self.config, now)
-            if not doomed:
-                return 0
+        with self._structure:
+            with self._lock:
+                self._check_open()
+                doomed = deletable_count(self.segments, self.log_start_offset, self.config, now)
+                if not doomed:
+                    return 0
+                try:
+                    if doomed == len(self.segments):
+                        self._roll_to(self.log_end_offset)
+                    gone = self.segments[:doomed]
+                    del self.segments[:doomed]
+                    del self._bases[:doomed]
+                    self.flusher.forget(gone)
+                    for seg in gone:
+                        seg.close()
+                except OSError as exc:
+                    raise self.io_failed(exc, "retention") from exc
+                self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+                self.producers.truncate_head(self.log_start_offset)
+            # No reader reaches these segments any more: their files go without
+            # the partition lock (freeing a large file's blocks takes a while).
             try:
-                if doomed == len(self.segments):
-                    self._roll_to(self.log_end_offset)
-                gone = self.segments[:doomed]
-                del self.segments[:doomed]
-                del self._bases[:doomed]
-                self.flusher.forget(gone)
                 for seg in gone:
                     seg.delete()
             except OSError as exc:
                 raise self.io_failed(exc, "retention") from exc
-            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-            self.producers.truncate_head(self.log_start_offset)
             log.info(
                 "segments_deleted",
                 log=self.name,
@@ -738,7 +757,7 @@ class PartitionLog:
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch at or after the batch containing ``offset`` (LocalLog.truncateTo)."""
-        with self._lock:
+        with self._structure, self._lock:
             self._check_open()
             if offset >= self.log_end_offset:
                 return
@@ -771,7 +790,7 @@ class PartitionLog:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and start an empty log at ``offset``."""
-        with self._lock:
+        with self._structure, self._lock:
             self._check_open()
             try:
                 for seg in self.segments:
@@ -807,25 +826,44 @@ class PartitionLog:
 
         return clean_log(self, self.clock() if now_ms is None else now_ms, force=force)
 
-    def replace_segments(self, old: list[LogSegment], new: LogSegment, swap_files) -> bool:
+    def _present(self, old: list[LogSegment]) -> bool:
+        present = {id(s) for s in self.segments[:-1]}
+        return not (self.closed or self.offline or any(id(s) not in present for s in old))
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment, swap) -> bool:
         """Put ``new`` in the place of the consecutive non-active segments ``old``.
 
-        ``swap_files()`` does the crash-safe file work (the cleaner's swap
-        protocol) with the lock held.  Returns False, doing nothing, when the
-        log moved on meanwhile (retention, truncation, closing).
+        ``swap`` does the crash-safe file work (the cleaner's swap protocol) in
+        three steps: ``prepare()`` commits the swap on disk (directory fsync
+        included) and ``sync(commit())`` finishes it; only ``commit()``, a few
+        renames, runs with the partition lock held, together with the
+        in-memory swap, so appends and reads on the event loop never wait for
+        the disk.  Returns False, doing nothing, when the log moved on (closing,
+        a failed log dir) before the swap was committed in memory.
         """
-        with self._lock:
-            present = {id(s) for s in self.segments[:-1]}
-            if self.closed or self.offline or any(id(s) not in present for s in old):
-                return False
+        with self._structure:
+            with self._lock:
+                if not self._present(old):
+                    return False
             try:
-                swap_files()
+                swap.prepare()
             except OSError as exc:
                 raise self.io_failed(exc, "compaction swap") from exc
-            self.flusher.forget(old)
-            first = self.segments.index(old[0])
-            self.segments[first : first + len(old)] = [new]
-            self._bases[first : first + len(old)] = [new.base_offset]
+            with self._lock:
+                if not self._present(old):
+                    return False  # closed or failed meanwhile: the next start finishes it
+                try:
+                    doomed = swap.commit()
+                except OSError as exc:
+                    raise self.io_failed(exc, "compaction swap") from exc
+                self.flusher.forget(old)
+                first = self.segments.index(old[0])
+                self.segments[first : first + len(old)] = [new]
+                self._bases[first : first + len(old)] = [new.base_offset]
+            try:
+                swap.sync(doomed)
+            except OSError as exc:
+                raise self.io_failed(exc, "compaction swap") from exc
             return True
 
     async def compact_async(self, now_ms: int | None = None, *, force: bool = False):
@@ -837,7 +875,7 @@ class PartitionLog:
 
     def close(self) -> None:
         """Flush everything and close the files (a clean shutdown)."""
-        with self._lock:
+        with self._structure, self._lock:
             if self.closed:
                 return
             if self.offline:
