@@ -49,6 +49,8 @@ def test_benchmarks_run_quick_and_print_their_figures():
     assert re.search(r"while 8 connections commit: \d+\.\d+ ms", out), out
     assert re.search(r"sync commits/s with kcoord.fsync.policy=batch .*: [\d,]+ over 1 connection "
                      r"\(\d+\.\d+ of never\), [\d,]+ over 8", out), out
+    assert re.search(r"while a group of [\d,]+ members completes its join \(the leader's answer "
+                     r"\d+ KiB\): \d+\.\d+ ms", out), out
     assert re.search(r"during one JoinGroup of 50,000 protocols \(\d+\.\d+ MiB, answered in \d+ "
                      r"ms\): \d+\.\d+ ms", out), out
     assert re.search(r"sync commits/s against a server that only answers: [\d,]+ over 1 "
