@@ -23,6 +23,7 @@ import structlog
 log = structlog.get_logger("kcoord.server")
 
 ACCEPT_RETRY_S = 1.0
+ACCEPTS_PER_TURN = 32
 # What accept(2) answers when the process or the system is out of descriptors
 # or buffers: a condition that passes, not a broken listener.
 OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
@@ -44,6 +45,7 @@ class Listener:
         self._serving = False
         self._connecting: set[asyncio.Task] = set()
         self._resume: dict[int, asyncio.TimerHandle] = {}
+        self.accepted = 0
         self.failed_accepts = 0
 
     async def bind(self) -> None:
@@ -75,7 +77,9 @@ class Listener:
             self._loop.add_reader(sock.fileno(), self._accept, sock)
 
     def _accept(self, sock: socket.socket) -> None:
-        for _ in range(self._backlog):
+        # A slice per turn of the loop: a thousand clients connecting at once
+        # must not hold up the requests of those already connected.
+        for _ in range(ACCEPTS_PER_TURN):
             try:
                 conn, _address = sock.accept()
             except (BlockingIOError, InterruptedError):
@@ -86,6 +90,7 @@ class Listener:
                 self._accept_failed(sock, exc)
                 return
             conn.setblocking(False)
+            self.accepted += 1
             task = self._loop.create_task(self._connect(conn))
             self._connecting.add(task)
             task.add_done_callback(self._connecting.discard)
