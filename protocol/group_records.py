@@ -1,7 +1,7 @@
 """The records of ``__consumer_offsets``: keys and values as Kafka writes them.
 
 Every key and value is an int16 version followed by the fields of that
-version; the key's version is the record type (GROUP_COORDINATOR.md §13.1):
+version; the key's version is the record type (Kafka's CoordinatorRecordType):
 
 * key 0 or 1: an offset commit (group, topic, partition); Kafka writes 1 and
   reads both.  Its value: OffsetCommitValue, written as v3, or v1 when the

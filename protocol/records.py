@@ -95,7 +95,7 @@ class CorruptRecordError(ValueError):
 # --- construct declarations -------------------------------------------------------
 
 
-# The 61-byte record batch header (DATA_PLANE §2.1).  ``crc`` covers everything
+# The 61-byte record batch header (DefaultRecordBatch).  ``crc`` covers everything
 # from ``attributes`` to the end of the batch.
 BATCH_HEADER = KStruct(
     [
@@ -117,7 +117,7 @@ BATCH_HEADER = KStruct(
 
 RECORD_HEADER = KStruct([("key", VarString, ""), ("value", VarBytes, None)])
 
-# One record after its zig-zag ``length`` prefix (DATA_PLANE §2.3).
+# One record after its zig-zag ``length`` prefix (DefaultRecord).
 RECORD = KStruct(
     [
         ("attributes", Int8sb, 0),

@@ -1,5 +1,6 @@
 """The group coordinator core: Kafka's classic group protocol and offset
-management as a pure, synchronous state machine (GROUP_COORDINATOR.md §3-§13).
+management as a pure, synchronous state machine (Kafka's GroupMetadataManager
+and OffsetMetadataManager).
 
 Every operation takes ``now`` (milliseconds) and an opaque ``ticket`` that
 stands for the request waiting for its answer, changes the state, and returns
@@ -1253,7 +1254,7 @@ class GroupCoordinator:
     def _offset_tombstones(group_id: str, partitions) -> list[tuple[bytes, None]]:
         return [(G.offset_commit_key(group_id, t, p), None) for t, p in partitions]
 
-    # == offset expiry (§13.5) ================================================================
+    # == offset expiry (OffsetMetadataManager.cleanupExpiredOffsets) ==========================
 
     def expire_offsets(self, now: int) -> Outcome:
         out = Outcome()
@@ -1342,7 +1343,7 @@ class GroupCoordinator:
                     member.awaiting_sync = None
         return out
 
-    # == loading (§13.3) ======================================================================
+    # == loading (CoordinatorLoader and replay) ===============================================
 
     def install(self, partition: int, loaded: "LoadedPartition", now: int) -> Outcome:
         """Take over the groups and offsets replayed from a partition's log."""

@@ -1,7 +1,7 @@
 """A classic consumer group: its state, members and the rules that need no clock
-(GROUP_COORDINATOR.md §3): state transitions, leader election, protocol
+(Kafka's ClassicGroup): state transitions, leader election, protocol
 support and selection, the subscribed topics of a consumer group, and the
-GroupMetadata record it is persisted as and loaded from (§13).
+GroupMetadata record it is persisted as and loaded from.
 
 Plain synchronous data: the coordinator core drives it with ``now`` given.
 """
@@ -196,7 +196,7 @@ class Group:
                         for m in self.members.values())
         return max(rank, key=lambda name: (votes[name], -rank[name]))
 
-    # -- consumer subscriptions (§3.4) ---------------------------------------------
+    # -- consumer subscriptions (ClassicGroup.subscribedTopics) -------------------------------
 
     def subscribed_topics(self) -> set[str] | None:
         """The topics a consumer group subscribes to; None when unknown (not a
@@ -213,7 +213,7 @@ class Group:
             return None
         return topics
 
-    # -- persistence (§13) -----------------------------------------------------------
+    # -- persistence (the GroupMetadata record) -----------------------------------------------
 
     def metadata_record(self, assignment: dict[str, bytes] | None = None) -> dict:
         """The GroupMetadataValue of the group as it is now (written as v3), with

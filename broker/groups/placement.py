@@ -1,4 +1,4 @@
-"""Which ``__consumer_offsets`` partition owns a group (GROUP_COORDINATOR.md §2.1).
+"""Which ``__consumer_offsets`` partition owns a group (GroupCoordinatorService.partitionFor).
 
 Kafka's rule: ``Utils.abs(groupId.hashCode()) % partitionCount``, with Java's
 ``String.hashCode`` over UTF-16 code units (32-bit wrap-around) and Kafka's

@@ -1,5 +1,5 @@
 """SIGKILL during a commit storm: every acknowledged offset commit is there after
-the restart (GROUP_COORDINATOR.md §8.3: an OffsetCommit is answered only once
+the restart (as in Kafka, an OffsetCommit is answered only once
 its record is durable), and the group that committed as a member comes back
 with its generation.
 

@@ -1,5 +1,5 @@
-"""The coordinator core with a manual clock (GROUP_COORDINATOR.md §4-§13, the
-new coordinator's choices of §16): joins, the delayed-join purgatory, syncs,
+"""The coordinator core with a manual clock (Kafka 4.x's GroupMetadataManager and
+OffsetMetadataManager): joins, the delayed-join purgatory, syncs,
 heartbeats, leaves, static members, commits and what is written when.  No
 sleeps: time moves only when a test advances the clock."""
 
@@ -574,7 +574,7 @@ def test_deleting_a_topic_tombstones_its_offsets_in_every_group(h):
     assert [(r[1].topic, r[2]) for r in _records(h)[-2:]] == [("gone", None), ("gone", None)]
 
 
-# -- offset expiry (§13.5) ---------------------------------------------------------------------
+# -- offset expiry ---------------------------------------------------------------------
 
 
 def test_offsets_of_an_empty_group_expire_from_when_it_became_empty():
@@ -1041,7 +1041,7 @@ def test_a_sync_to_an_empty_group_is_an_unknown_member(h):
 
 
 def test_a_timer_removing_a_member_completes_the_join_during_the_initial_delay():
-    # New coordinator (§16): an expiry during the initial delay completes the join
+    # New coordinator (Kafka 4.x): an expiry during the initial delay completes the join
     # at once when everyone left has joined; a LeaveGroup still waits out the delay.
     h = Harness(initial_rebalance_delay_ms=400_000)
     first, first_join = h.join_new("g", rebalance=600_000)

@@ -1,5 +1,5 @@
 """``__consumer_offsets`` is replayed in the background after the broker starts
-listening (GROUP_COORDINATOR.md §13.3): meanwhile the groups of a partition
+listening (as Kafka's CoordinatorLoader does): meanwhile the groups of a partition
 still loading get COORDINATOR_LOAD_IN_PROGRESS (Heartbeat: NONE), other
 groups are served, and once loaded every group and offset is back."""
 

@@ -1,5 +1,5 @@
 """Groups land on the ``__consumer_offsets`` partition Kafka puts them on
-(test vectors computed with a real JVM, GROUP_COORDINATOR.md §2.1)."""
+(test vectors computed with a real JVM: Utils.abs(groupId.hashCode()) % partitions)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Replaying what the coordinator wrote gives the live state (GROUP_COORDINATOR.md
-§13.2-§13.5): random sequences of joins, syncs, heartbeats, leaves, commits,
+"""Replaying what the coordinator wrote gives the live state (as Kafka's replay
+of its records does): random sequences of joins, syncs, heartbeats, leaves, commits,
 deletes, failed writes and clock advances against the core; after every write
 that completes, the durable records are replayed as at start-up and compared
 with what Kafka's records persist of the live groups and offsets.

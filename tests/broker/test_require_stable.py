@@ -3,7 +3,7 @@
 Under ``kcoord.fsync.policy=batch`` a commit is durable, and answered, only once
 the fsync of its ``__consumer_offsets`` segment has returned.  The new group
 coordinator makes a ``require_stable`` fetch wait for the group's writes in
-flight (GROUP_COORDINATOR.md §16), so it shows the commit once durable; a fetch
+flight (as Kafka 4.x's coordinator does), so it shows the commit once durable; a fetch
 without it answers at once with what is durable.  ``os.fsync`` is held by the
 gate of the durability tests (the broker runs in this process); every wait is
 bounded.

@@ -1,4 +1,4 @@
-"""Exact bytes: the ApiVersions answers of DATA_PLANE.md section 1.5, Metadata
+"""Exact bytes: ApiVersions answers as Kafka encodes them, Metadata
 requests as real clients frame them, and the request/response headers."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def split_request(data: bytes):
     return header, body
 
 
-# --- ApiVersions (DATA_PLANE.md 1.5 worked bytes) ---------------------------------
+# --- ApiVersions (Kafka's bytes, worked by hand) ------------------------------------
 
 
 def test_api_versions_v3_answer():
