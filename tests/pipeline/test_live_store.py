@@ -206,10 +206,10 @@ def test_a_log_truncated_and_written_again_after_planning(tmp_path, opened):
 
 
 def test_reads_and_planning_while_a_swap_is_half_done(tmp_path, monkeypatch, opened):
-    """The cleaner renames the merged file to ``<first>.log.swap`` and deletes the
-    segments it replaces before renaming it to ``<first>.log``: reads and
-    planning in between see the old first segment and not the others, whose
-    records are in the ``.swap`` file."""
+    """The cleaner renames the merged file to ``<first>.log.swap`` and renames the
+    segments it replaces aside (``.deleted``) before renaming it to
+    ``<first>.log``: reads and planning in between find every record in the
+    ``.swap`` file."""
     log = _offsets_log(tmp_path, opened)
     written = _in_log(log)
     splits = _plan(tmp_path, split_bytes=1500)
@@ -220,7 +220,9 @@ def test_reads_and_planning_while_a_swap_is_half_done(tmp_path, monkeypatch, ope
     def pausing_rename(src, dst):
         if str(src).endswith(".log.swap"):
             names = os.listdir(os.path.dirname(src))
-            assert os.path.basename(dst) in names  # the old first segment is still there
+            # The old first segment is already set aside: only the .swap file holds its records.
+            assert os.path.basename(dst) not in names
+            assert os.path.basename(dst) + ".deleted" in names
             plan = segments.plan_splits([str(tmp_path)], {segments.OFFSETS_TOPIC}, 1500)
             planned_at_pause.append(plan)
             at_pause.append(_read(splits))
