@@ -20,7 +20,8 @@ from broker.meta import DirLock, load_or_create_identity
 from broker.server import KafkaConnection, WarningLimiter
 from broker.topics.data import FetchWaiters, ProducerIds
 from broker.topics.fetch_sessions import FetchSessionCache
-from broker.topics.manager import OFFSETS_TOPIC, TopicManager
+from broker.topics.manager import TopicManager
+from storage.layout import OFFSETS_TOPIC
 from storage.config import LogConfig
 from storage.manager import LogManager
 

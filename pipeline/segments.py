@@ -71,22 +71,24 @@ from protocol.records import (
     decode_batch,
     decode_legacy_entry,
 )
+from storage.layout import (
+    LOG_SUFFIX,
+    OFFSET_INDEX_ENTRY,
+    OFFSETS_TOPIC,  # noqa: F401 (the pipeline's callers name the offsets topic through here)
+    PARTITION_DIR,
+    SEGMENT_LOG_OR_SWAP,
+    segment_name,
+)
 
-PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
-SEGMENT_LOG = re.compile(r"^(\d{20})\.log$")
-SEGMENT_NAME = "{:020d}.log"
-_SEGMENT_OR_SWAP = re.compile(r"^(\d{20})\.log(\.swap)?$")
 # Folders that are not user topics or are on their way out: KRaft's metadata log,
 # and Kafka's "-delete", "-future" and "-stray" folders (their names do not end
 # in "-<partition>" and fail PARTITION_DIR anyway).
 SKIPPED_TOPICS = frozenset({"__cluster_metadata"})
-OFFSETS_TOPIC = "__consumer_offsets"
 
 SPLIT_BYTES = 64 * 1024 * 1024
 READ_WINDOW = 8 * 1024 * 1024
 
 _OFFSET_LENGTH = struct.Struct(">qi")
-_INDEX_ENTRY = struct.Struct(">ii")
 
 
 _HADOOP_S3 = re.compile(r"^s3[an]://", re.IGNORECASE)
@@ -226,12 +228,12 @@ def segment_files(data_dirs: list[str], topics=None) -> list[SegmentFile]:
         local = _is_local(fs)
         listed: dict[int, dict] = {}
         for entry in fs.get_file_info(pafs.FileSelector(folder)):
-            m = _SEGMENT_OR_SWAP.match(entry.base_name)
+            m = SEGMENT_LOG_OR_SWAP.match(entry.base_name)
             if m and entry.type == pafs.FileType.File and (local or not m.group(2)):
                 listed.setdefault(int(m.group(1)), {})[bool(m.group(2))] = entry
         found = []
         for base, entries in sorted(listed.items()):
-            path = os.path.join(folder, SEGMENT_NAME.format(base)) if local \
+            path = os.path.join(folder, segment_name(base) + LOG_SUFFIX) if local \
                 else entries[False].path
             if not local:
                 found.append((base, path, entries[False].size, None))
@@ -270,8 +272,8 @@ def _index_entries(fs, log_path: str, base_offset: int, size: int) -> list[tuple
     except (FileNotFoundError, OSError):
         return []
     entries, last_offset, last_position = [], -1, -1
-    for i in range(len(raw) // _INDEX_ENTRY.size):
-        relative, position = _INDEX_ENTRY.unpack_from(raw, i * _INDEX_ENTRY.size)
+    for i in range(len(raw) // OFFSET_INDEX_ENTRY.size):
+        relative, position = OFFSET_INDEX_ENTRY.unpack_from(raw, i * OFFSET_INDEX_ENTRY.size)
         if relative <= last_offset or position <= last_position or position >= size:
             break
         entries.append((base_offset + relative, position))
@@ -498,7 +500,7 @@ def _covering(folder: str, lo: int, hi: int | None) -> list[tuple[int, str]]:
     taken instead of that ``.log``."""
     files: dict[int, str] = {}
     for name in os.listdir(folder):
-        m = _SEGMENT_OR_SWAP.match(name)
+        m = SEGMENT_LOG_OR_SWAP.match(name)
         if m and (name.endswith(".swap") or int(m.group(1)) not in files):
             files[int(m.group(1))] = os.path.join(folder, name)
     bases = sorted(files)

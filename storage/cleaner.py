@@ -37,7 +37,6 @@ and reads go on meanwhile.
 from __future__ import annotations
 
 import os
-import re
 import time
 from dataclasses import dataclass
 
@@ -54,12 +53,11 @@ from protocol.records import (
     empty_batch,
 )
 from storage.files import fsync_dir
-from storage.segment import LogSegment, segment_name
+from storage.layout import SEGMENT_FILE, SWAP_FILE, is_segment_file, segment_name
+from storage.segment import LogSegment
 
 log = structlog.get_logger("kcoord.storage.cleaner")
 
-_SWAP_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)\.swap$")
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
 
 
 @dataclass(slots=True)
@@ -378,18 +376,18 @@ def complete_interrupted_swaps(directory: str) -> None:
             os.unlink(os.path.join(directory, fname))
     names = os.listdir(directory)
     swapped_logs = sorted(
-        int(m.group(1)) for m in map(_SWAP_FILE.match, names) if m and m.group(2) == "log"
+        int(m.group(1)) for m in map(SWAP_FILE.match, names) if m and m.group(2) == "log"
     )
     for fname in names:
-        m = _SWAP_FILE.match(fname)
+        m = SWAP_FILE.match(fname)
         if m and m.group(2) != "log" and int(m.group(1)) not in swapped_logs:
             os.unlink(os.path.join(directory, fname))
     for base in swapped_logs:
         swap_path = os.path.join(directory, segment_name(base) + ".log.swap")
         last = _last_offset(swap_path, base)
         for fname in os.listdir(directory):
-            m = _SEGMENT_FILE.match(fname)
-            if m and base <= int(m.group(1)) <= last:
+            m = SEGMENT_FILE.match(fname)
+            if m and is_segment_file(fname) and base <= int(m.group(1)) <= last:
                 os.unlink(os.path.join(directory, fname))
         for suffix in (".index.swap", ".timeindex.swap"):
             try:

@@ -15,12 +15,11 @@ recovery rebuilds them and nothing checksums them.
 from __future__ import annotations
 
 import os
-import struct
 from array import array
 from bisect import bisect_right
 
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
+from storage.layout import OFFSET_INDEX_ENTRY as _OFFSET_ENTRY
+from storage.layout import TIME_INDEX_ENTRY as _TIME_ENTRY
 
 
 class _Index:

@@ -15,17 +15,16 @@
 from __future__ import annotations
 
 import os
-import re
 from bisect import bisect_right
 
 import structlog
 
 from storage.config import LogConfig
-from storage.segment import LogSegment, segment_name
+from storage.layout import SEGMENT_FILE, segment_name
+from storage.segment import LogSegment
 
 log = structlog.get_logger("kcoord.storage")
 
-SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)(\.\w+)?$")
 
 
 def segment_bases(directory: str) -> list[int]:

@@ -57,7 +57,8 @@ from storage.flush import LogFlusher
 from storage.loader import load_segments
 from storage.producer_state import ProducerState
 from storage.retention import deletable_count
-from storage.segment import INT32_MAX, LogSegment, segment_name
+from storage.layout import segment_name
+from storage.segment import INT32_MAX, LogSegment
 from storage.validator import (
     AppendOrigin,
     ValidatedAppend,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import shutil
 import threading
 import uuid
@@ -29,25 +28,17 @@ import structlog
 from storage.config import LogConfig
 from storage.files import fsync_dir, write_atomically
 from storage.errors import KafkaStorageError, LogClosedError
+from storage.layout import (
+    CLEAN_SHUTDOWN_FILE,
+    CLEANER_FILE,
+    LOG_START_FILE,
+    PARTITION_METADATA_FILE,
+    RECOVERY_POINT_FILE,
+    parse_partition_dir,
+)
 from storage.log import PartitionLog, wall_clock_ms
 
 log = structlog.get_logger("kcoord.storage")
-
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
-LOG_START_FILE = "log-start-offset-checkpoint"
-CLEANER_FILE = "cleaner-offset-checkpoint"
-
-# "<topic>-<partition>"; Kafka's deleted ("...-delete") and future ("...-future")
-# folders carry a suffix after the partition and are not logs.
-_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
-
-
-def parse_partition_dir(name: str) -> tuple[str, int] | None:
-    m = _PARTITION_DIR.match(name)
-    if not m:
-        return None
-    return m.group(1), int(m.group(2))
 
 
 def read_checkpoint(path: str) -> dict[tuple[str, int], int]:
@@ -98,7 +89,6 @@ def write_checkpoint(path: str, entries: dict[tuple[str, int], int]) -> None:
     write_atomically(path, "".join(body))
 
 
-PARTITION_METADATA_FILE = "partition.metadata"
 
 
 def write_partition_metadata(directory: str, topic_id: str, *, sync_dir: bool = True) -> None:

@@ -23,14 +23,10 @@ from protocol.records import (
 )
 from storage.files import PREALLOCATE_MIN, preallocate
 from storage.index import OffsetIndex, TimeIndex
+from storage.layout import segment_name
 
 INT32_MAX = (1 << 31) - 1
 _SCAN_CHUNK = 1 << 20
-
-
-def segment_name(base_offset: int) -> str:
-    """Kafka's file name prefix: the base offset on 20 digits (LogFileUtils.java)."""
-    return f"{base_offset:020d}"
 
 
 class LogSegment:

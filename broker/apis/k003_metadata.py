@@ -18,7 +18,8 @@
 from __future__ import annotations
 
 from broker.apis import api
-from broker.topics.manager import INTERNAL_TOPICS, TopicError, validate_topic_name
+from broker.topics.manager import TopicError, validate_topic_name
+from storage.layout import INTERNAL_TOPICS
 from protocol.errors import ErrorCode
 from protocol.wire import ZERO_UUID
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections import Counter
 
 from broker.apis import api
-from broker.topics.manager import OFFSETS_TOPIC, TopicError
+from broker.topics.manager import TopicError
+from storage.layout import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
 from protocol.wire import ZERO_UUID
 

@@ -25,11 +25,10 @@ import structlog
 from broker.groups.coordinator import GroupCoordinator, LoadedPartition, Outcome, Write, replay
 from broker.groups.timers import WallClock
 from broker.topics.data import LEADER_EPOCH
-from broker.topics.manager import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
 from protocol.records import batch_header, batch_payload, key_values
 from storage.errors import CorruptLogError, StorageError
-from storage.segment import segment_name
+from storage.layout import OFFSETS_TOPIC, segment_name
 
 log = structlog.get_logger("kcoord.groups")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import structlog
 
-from broker.topics.manager import OFFSETS_TOPIC
+from storage.layout import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
 from storage.files import write_atomically
 from storage.log import PartitionLog

@@ -31,11 +31,10 @@ from broker.topics.store import TopicStore
 from protocol.errors import ErrorCode
 from storage.config import LogConfig
 from storage.manager import LogManager
+from storage.layout import INTERNAL_TOPICS, OFFSETS_TOPIC
 
 log = structlog.get_logger("kcoord.topics")
 
-OFFSETS_TOPIC = "__consumer_offsets"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__share_group_state"})
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+", re.ASCII)
