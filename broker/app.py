@@ -146,7 +146,7 @@ class Broker:
         if self._server is not None:
             self._server.close()
         if self.groups is not None:
-            self.groups.run(self.groups.core.unload_all())
+            self.groups.unload()
         deadline = time.monotonic() + grace
         while any(not c.idle for c in self.connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)

@@ -40,8 +40,8 @@ def offset_commit(ctx, request):
 
     if not offsets:
         return shape({})
-    return when_answered(groups.ask(
-        groups.core.commit, request.group_id, request.generation_id_or_member_epoch,
+    return when_answered(groups.commit(
+        request.group_id, request.generation_id_or_member_epoch,
         request.member_id, request.group_instance_id if version >= 7 else None, offsets,
         version=version, retention_ms=request.retention_time_ms if 2 <= version <= 4 else -1),
         shape)

@@ -29,7 +29,7 @@ def _partition(index: int, committed, code=ErrorCode.NONE) -> dict:
 
 
 def _fetch(groups, group_id: str, topics):
-    code, found = groups.core.fetch_offsets(group_id, topics)
+    code, found = groups.fetch_offsets(group_id, topics)
     return code, [{"name": t, "partitions": [_partition(i, c) for i, c in parts]}
                   for t, parts in found]
 

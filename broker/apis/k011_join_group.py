@@ -37,4 +37,4 @@ def join_group(ctx, request):
             answer["protocol_name"] = ""
         return answer
 
-    return when_answered(groups.ask(groups.core.join, join), shape)
+    return when_answered(groups.join(join), shape)

@@ -12,7 +12,7 @@ from broker.apis import api
 @api(key=12, versions=(0, 4))
 def heartbeat(ctx, request):
     groups = ctx.broker.groups
-    code = groups.core.heartbeat(
+    code = groups.heartbeat(
         request.group_id, request.generation_id, request.member_id,
-        request.group_instance_id if ctx.api_version >= 3 else None, groups.now())
+        request.group_instance_id if ctx.api_version >= 3 else None)
     return {"throttle_time_ms": 0, "error_code": code}

@@ -22,8 +22,7 @@ def leave_group(ctx, request):
                    for m in request.members]
     else:
         members = [(request.member_id, None, None)]
-    code, errors, outcome = groups.core.leave(request.group_id, members, groups.now())
-    groups.run(outcome)
+    code, errors = groups.leave(request.group_id, members)
     if version < 3:
         return {"throttle_time_ms": 0, "error_code": first_error(code, *errors)}
     return {"throttle_time_ms": 0, "error_code": code, "members": [

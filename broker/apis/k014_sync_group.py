@@ -25,8 +25,8 @@ def sync_group(ctx, request):
     if version >= 5 and (request.protocol_type is None or request.protocol_name is None):
         return _shape(sync_answer(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
     groups = ctx.broker.groups
-    return when_answered(groups.ask(
-        groups.core.sync, request.group_id, request.generation_id, request.member_id,
+    return when_answered(groups.sync(
+        request.group_id, request.generation_id, request.member_id,
         request.group_instance_id if version >= 3 else None,
         request.protocol_type if version >= 5 else None,
         request.protocol_name if version >= 5 else None,

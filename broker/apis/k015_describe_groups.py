@@ -16,11 +16,11 @@ from protocol.errors import ErrorCode
 
 @api(key=15, versions=(0, 5))
 def describe_groups(ctx, request):
-    core = ctx.broker.groups.core
+    groups = ctx.broker.groups
     include_ops = ctx.api_version >= 3 and request.include_authorized_operations
     described = []
     for group_id in request.groups:
-        entry = core.describe(group_id)
+        entry = groups.describe(group_id)
         entry["authorized_operations"] = GROUP_OPERATIONS \
             if include_ops and entry["error_code"] == ErrorCode.NONE else NOT_PROVIDED
         described.append(entry)

@@ -14,7 +14,7 @@ from broker.apis import api
 @api(key=16, versions=(0, 5))
 def list_groups(ctx, request):
     version = ctx.api_version
-    code, groups = ctx.broker.groups.core.list_groups(
+    code, groups = ctx.broker.groups.list_groups(
         list(request.states_filter) if version >= 4 else [],
         list(request.types_filter) if version >= 5 else [])
     return {"throttle_time_ms": 0, "error_code": code, "groups": groups}

@@ -85,7 +85,6 @@ async def delete_topics(ctx, request):
         for partition in range(topic.partitions):
             broker.fetch_waiters.notify((topic.name, partition))
         # Its committed offsets get tombstones in every group.
-        groups = broker.groups
-        groups.run(groups.core.delete_topic_offsets({topic.name}, groups.now()))
+        broker.groups.delete_topic_offsets({topic.name})
         answer(topic.name, topic.topic_id, ErrorCode.NONE)
     return {"throttle_time_ms": 0, "responses": responses}

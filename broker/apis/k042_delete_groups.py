@@ -16,6 +16,6 @@ from broker.apis.group_support import when_answered
 def delete_groups(ctx, request):
     groups = ctx.broker.groups
     names = list(dict.fromkeys(request.groups_names))
-    return when_answered(groups.ask(groups.core.delete_groups, names), lambda answer: {
+    return when_answered(groups.delete_groups(names), lambda answer: {
         "throttle_time_ms": 0,
         "results": [{"group_id": name, "error_code": answer[name]} for name in names]})

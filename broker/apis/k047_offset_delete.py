@@ -34,5 +34,5 @@ def offset_delete(ctx, request):
                 for p in topic.partitions]}
             for topic in request.topics]}
 
-    return when_answered(groups.ask(groups.core.delete_offsets, request.group_id, asked),
+    return when_answered(groups.delete_offsets(request.group_id, asked),
                          shape)

@@ -22,7 +22,14 @@ import time
 
 import structlog
 
-from broker.groups.coordinator import GroupCoordinator, LoadedPartition, Outcome, Write, replay
+from broker.groups.coordinator import (
+    GroupCoordinator,
+    JoinRequest,
+    LoadedPartition,
+    Outcome,
+    Write,
+    replay,
+)
 from broker.groups.timers import WallClock
 from broker.topics.data import LEADER_EPOCH
 from protocol.errors import ErrorCode
@@ -96,6 +103,54 @@ class GroupService:
         ticket = self.loop.create_future()
         self.run(operation(ticket, *args, self.now(), **kwargs))
         return ticket
+
+    # -- the coordinator's API: every group handler goes through these ------------------
+    # Writes answer through a ticket (a future, often already done); reads and
+    # the heartbeat answer at once.
+
+    def join(self, request: JoinRequest) -> asyncio.Future:
+        return self.ask(self.core.join, request)
+
+    def sync(self, group_id, generation, member_id, instance_id, protocol_type, protocol_name,
+             assignments) -> asyncio.Future:
+        return self.ask(self.core.sync, group_id, generation, member_id, instance_id,
+                        protocol_type, protocol_name, assignments)
+
+    def heartbeat(self, group_id, generation, member_id, instance_id) -> ErrorCode:
+        return self.core.heartbeat(group_id, generation, member_id, instance_id, self.now())
+
+    def leave(self, group_id, members) -> tuple[ErrorCode, list[ErrorCode]]:
+        code, errors, outcome = self.core.leave(group_id, members, self.now())
+        self.run(outcome)
+        return code, errors
+
+    def commit(self, group_id, generation, member_id, instance_id, offsets, *, version,
+               retention_ms) -> asyncio.Future:
+        return self.ask(self.core.commit, group_id, generation, member_id, instance_id, offsets,
+                        version=version, retention_ms=retention_ms)
+
+    def fetch_offsets(self, group_id, topics):
+        return self.core.fetch_offsets(group_id, topics)
+
+    def describe(self, group_id) -> dict:
+        return self.core.describe(group_id)
+
+    def list_groups(self, states, types):
+        return self.core.list_groups(states, types)
+
+    def delete_groups(self, names) -> asyncio.Future:
+        return self.ask(self.core.delete_groups, names)
+
+    def delete_offsets(self, group_id, partitions) -> asyncio.Future:
+        return self.ask(self.core.delete_offsets, group_id, partitions)
+
+    def unload(self) -> None:
+        """The broker stops: parked requests are answered NOT_COORDINATOR."""
+        self.run(self.core.unload_all())
+
+    def delete_topic_offsets(self, topics: set[str]) -> None:
+        """A deleted topic's committed offsets get tombstones in every group."""
+        self.run(self.core.delete_topic_offsets(topics, self.now()))
 
     # -- writes ------------------------------------------------------------------------
 
