@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import sys
 import time
 from pathlib import Path
 
@@ -26,6 +27,8 @@ from storage.config import LogConfig
 from storage.manager import LogManager
 
 log = structlog.get_logger("kcoord.broker")
+
+SWITCH_INTERVAL_S = 0.001  # kcoord serve's sys.setswitchinterval (CPython's default: 5 ms)
 
 
 class Broker:
@@ -63,6 +66,7 @@ class Broker:
         # for a moment without any (``broker.memory.FullCollections``).
         self.last_activity = time.monotonic()
         self.collections: FullCollections | None = None
+        self._switch_interval: float | None = None  # the interpreter's, while ours is set
 
     async def start(self) -> None:
         began = time.monotonic()
@@ -85,6 +89,12 @@ class Broker:
             self.collections = FullCollections(
                 lambda: self.last_activity, busy=lambda: any(not c.idle for c in self.connections))
             self.collections.install()
+            # Work in worker threads (replaying __consumer_offsets, compaction,
+            # decoding a large request) holds the interpreter lock for up to the
+            # switch interval each time the event loop wants it back: CPython's
+            # 5 ms made every request wait 5-11 ms during a replay.
+            self._switch_interval = sys.getswitchinterval()
+            sys.setswitchinterval(SWITCH_INTERVAL_S)
         try:
             self.cluster_id = load_or_create_identity(self.data_dir, self.node_id)
             self.topics.load()
@@ -102,9 +112,7 @@ class Broker:
             self._server.close()
             self._server = None
             self._lock.release()
-            if self.collections is not None:
-                self.collections.uninstall()
-                self.collections = None
+            self._give_back_the_process()
             raise
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
@@ -138,9 +146,16 @@ class Broker:
         finally:
             # Even a stop that failed or was cancelled gives CPython its full
             # collections back: nothing runs them for this broker any more.
-            if self.collections is not None:
-                self.collections.uninstall()
-                self.collections = None
+            self._give_back_the_process()
+
+    def _give_back_the_process(self) -> None:
+        """Undo what ``own_process`` changed in the interpreter."""
+        if self.collections is not None:
+            self.collections.uninstall()
+            self.collections = None
+        if self._switch_interval is not None:
+            sys.setswitchinterval(self._switch_interval)
+            self._switch_interval = None
 
     async def _shut_down(self, grace: float) -> None:
         if self._server is not None:

@@ -243,3 +243,23 @@ def test_a_running_broker_frees_garbage_in_cycles_itself_when_idle(make_broker):
     assert node.broker.collections.collections >= 1
     node.stop()
     assert gc.get_threshold()[2] < 1 << 30  # given back once the broker stopped
+
+
+def test_kcoord_serve_shortens_the_interpreter_switch_interval(make_broker):
+    """Work in worker threads (replaying __consumer_offsets, compaction) holds the
+    interpreter lock for up to the switch interval whenever the event loop wants
+    it: ``kcoord serve`` shortens it from CPython's 5 ms and gives it back on
+    stop; an embedded broker leaves it alone."""
+    import sys
+
+    from broker.app import SWITCH_INTERVAL_S
+
+    default = sys.getswitchinterval()
+    assert default != SWITCH_INTERVAL_S
+    embedded = make_broker()
+    assert sys.getswitchinterval() == default
+    embedded.stop()
+    node = make_broker(own_process=True)
+    assert sys.getswitchinterval() == SWITCH_INTERVAL_S
+    node.stop()
+    assert sys.getswitchinterval() == default
