@@ -202,6 +202,14 @@ def _fetch(client, group):
         {"group_id": group, "member_id": None, "member_epoch": -1, "topics": None}]})["groups"][0]
 
 
+def _create_orders(client) -> None:
+    answer = client.call(19, 4, {"topics": [{"name": "orders", "num_partitions": 1,
+                                             "replication_factor": 1, "assignments": [],
+                                             "configs": []}],
+                                 "timeout_ms": 5000, "validate_only": False})
+    assert answer["topics"][0]["error_code"] == E.NONE
+
+
 def _wait_loaded(client, group):
     import time
 
@@ -220,10 +228,7 @@ def test_a_damaged_offsets_partition_is_refused_and_nothing_is_written_past_it(t
                    if coordinator_partition(g, 50) != partition)
     broker = BrokerProcess(data).start()
     with WireClient.to(broker.bootstrap) as client:
-        client.call(19, 4, {"topics": [{"name": "orders", "num_partitions": 1,
-                                        "replication_factor": 1, "assignments": [],
-                                        "configs": []}],
-                            "timeout_ms": 5000, "validate_only": False})
+        _create_orders(client)
         for offset in range(1, 21):
             assert _commit(client, damaged, offset) == E.NONE
         assert _commit(client, healthy, 7) == E.NONE
@@ -284,17 +289,13 @@ def test_a_damaged_offsets_partition_is_refused_and_nothing_is_written_past_it(t
 
 
 def test_a_partition_that_fails_to_load_is_refused_in_process(make_broker, tmp_path):
-    """The same refusal for a broker embedded in a test suite, and for a load
-    that fails with any error, not only damage found by the read."""
+    """The same refusal for a broker embedded in a test suite."""
     data = tmp_path / "embedded"
     damaged = "orders-app"
     partition = coordinator_partition(damaged, 50)
     first = make_broker(data)
     with WireClient.to(first.bootstrap) as client:
-        client.call(19, 4, {"topics": [{"name": "orders", "num_partitions": 1,
-                                        "replication_factor": 1, "assignments": [],
-                                        "configs": []}],
-                            "timeout_ms": 5000, "validate_only": False})
+        _create_orders(client)
         for offset in range(1, 6):
             assert _commit(client, damaged, offset) == E.NONE
     first.stop()
@@ -304,14 +305,7 @@ def test_a_partition_that_fails_to_load_is_refused_in_process(make_broker, tmp_p
     with structlog.testing.capture_logs() as logs:
         second = make_broker(data)
         with WireClient.to(second.bootstrap) as client:
-            import time
-
-            deadline = time.monotonic() + 30
-            while (answer := _fetch(client, damaged))["error_code"] == \
-                    E.COORDINATOR_LOAD_IN_PROGRESS:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-            assert answer["error_code"] == E.NOT_COORDINATOR
+            assert _wait_loaded(client, damaged)["error_code"] == E.NOT_COORDINATOR
             assert _commit(client, damaged, 9) == E.NOT_COORDINATOR
         second.stop()
     failed = [e for e in logs if e["event"] == "groups.load_failed"]
@@ -324,15 +318,13 @@ def test_a_partition_that_fails_to_load_is_refused_in_process(make_broker, tmp_p
 
 
 def test_any_load_failure_refuses_the_partition(make_broker, tmp_path, monkeypatch):
+    """A load that fails with any error, not only damage the read finds."""
     from broker.groups import service
 
     data = tmp_path / "broken-load"
     first = make_broker(data)
     with WireClient.to(first.bootstrap) as client:
-        client.call(19, 4, {"topics": [{"name": "orders", "num_partitions": 1,
-                                        "replication_factor": 1, "assignments": [],
-                                        "configs": []}],
-                            "timeout_ms": 5000, "validate_only": False})
+        _create_orders(client)
         assert _commit(client, "orders-app", 3) == E.NONE
     first.stop()
 
@@ -343,14 +335,7 @@ def test_any_load_failure_refuses_the_partition(make_broker, tmp_path, monkeypat
     with structlog.testing.capture_logs() as logs:
         second = make_broker(data)
         with WireClient.to(second.bootstrap) as client:
-            import time
-
-            deadline = time.monotonic() + 30
-            while (answer := _fetch(client, "orders-app"))["error_code"] == \
-                    E.COORDINATOR_LOAD_IN_PROGRESS:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-            assert answer["error_code"] == E.NOT_COORDINATOR
+            assert _wait_loaded(client, "orders-app")["error_code"] == E.NOT_COORDINATOR
         second.stop()
     failed = [e for e in logs if e["event"] == "groups.load_failed"]
     assert len(failed) == 1 and failed[0]["log_level"] == "error"
