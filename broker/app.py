@@ -160,6 +160,9 @@ class Broker:
     async def _shut_down(self, grace: float) -> None:
         if self._server is not None:
             self._server.close()
+            # Connections accepted just before are set up before the others
+            # are closed, so that none is left open.
+            await self._server.wait_closed()
         if self.groups is not None:
             self.groups.unload()
         deadline = time.monotonic() + grace
@@ -167,9 +170,7 @@ class Broker:
             await asyncio.sleep(0.01)
         for conn in list(self.connections):
             conn.close()
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
+        self._server = None
         # No new maintenance pass starts; one in progress (it runs in a worker
         # thread) and the flushes in flight finish before the files close.
         for task in self._maintenance:

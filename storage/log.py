@@ -258,6 +258,15 @@ class PartitionLog:
                 self.on_io_error(self, exc)
         return KafkaStorageError(f"I/O error during {action} of {self.name}: {exc}")
 
+    def _unlocked_io_failed(self, exc: OSError, action: str):
+        """An error of file work done without the partition lock: the log was
+        closed meanwhile (its topic deleted, its folder gone: the maintenance pass
+        skips it) or the disk failed (the log goes offline)."""
+        with self._lock:
+            if self.closed and not self.offline:
+                return LogClosedError(f"{self.name} was closed during {action}: {exc}")
+        return self.io_failed(exc, action)
+
     def set_offline(self) -> None:
         """The log dir went offline elsewhere: refuse every further operation."""
         self.offline = True
@@ -633,6 +642,13 @@ class PartitionLog:
                     continue
                 data = segment.read(position, min(chunk_bytes, segment.size - position))
                 pos = 0
+                if not data:
+                    error = CorruptLogError(
+                        f"{self.name}: a segment file shorter than its size at byte {position} "
+                        f"of segment {segment_name(segment.base_offset)}.log: the log cannot be "
+                        f"read from offset {offset} on ({segment.size - position} bytes to the "
+                        f"end of that segment)", offset=offset, segment=segment.base_offset,
+                        position=position, bytes_after=segment.size - position)
                 while pos < len(data):
                     at, header = position + pos, None
                     damage = None
@@ -738,7 +754,7 @@ class PartitionLog:
                 for seg in gone:
                     seg.delete()
             except OSError as exc:
-                raise self.io_failed(exc, "retention") from exc
+                raise self._unlocked_io_failed(exc, "retention") from exc
             log.info(
                 "segments_deleted",
                 log=self.name,
@@ -849,7 +865,7 @@ class PartitionLog:
             try:
                 swap.prepare()
             except OSError as exc:
-                raise self.io_failed(exc, "compaction swap") from exc
+                raise self._unlocked_io_failed(exc, "compaction swap") from exc
             with self._lock:
                 if not self._present(old):
                     return False  # closed or failed meanwhile: the next start finishes it
@@ -864,7 +880,7 @@ class PartitionLog:
             try:
                 swap.sync(doomed)
             except OSError as exc:
-                raise self.io_failed(exc, "compaction swap") from exc
+                raise self._unlocked_io_failed(exc, "compaction swap") from exc
             return True
 
     async def compact_async(self, now_ms: int | None = None, *, force: bool = False):

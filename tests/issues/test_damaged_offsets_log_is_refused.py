@@ -144,6 +144,31 @@ def test_a_first_batch_whose_offset_goes_below_the_log_start_is_damage(tmp_path)
     plog.close()
 
 
+def test_a_segment_file_cut_at_a_batch_boundary_is_damage_not_a_hang(tmp_path):
+    """A read of nothing where the segment's size promises bytes is damage too
+    (it made the walk spin forever, the partition loading for ever)."""
+    import threading
+
+    plog = _log(tmp_path / "t-0")
+    third = _batch_positions(plog)[2]
+    os.truncate(_segment_file(plog), third)
+    outcome = []
+
+    def read():
+        try:
+            list(plog.verified_batches(chunk_bytes=150))
+        except CorruptLogError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert [(e.position, e.offset) for e in outcome] == [(third, 6)]
+    assert "a segment file shorter than its size" in str(outcome[0])
+    plog.close()
+
+
 def test_a_segment_file_shorter_than_its_size_is_damage(tmp_path):
     plog = _log(tmp_path / "t-0")
     last = _batch_positions(plog)[-1]

@@ -113,3 +113,32 @@ def test_appends_go_on_while_retention_removes_segment_files(tmp_path, monkeypat
     assert results == [doomed]
     assert [r[0] for r in all_records(plog)] == [end]
     plog.close()
+
+
+def test_a_topic_deleted_during_a_swap_is_skipped_not_a_disk_failure(tmp_path, monkeypatch):
+    """The swap's fsyncs run without the partition lock, so a topic deletion
+    (which closes the log's files and removes its folder) can come in between:
+    the swap gives up as for any log deleted during a maintenance pass, and the
+    log dir is not taken offline."""
+    import shutil
+
+    from storage.errors import LogClosedError
+
+    failures = []
+    for step in (0, 1):  # deleted while the swap commits, then while it finishes
+        path = tmp_path / f"d{step}-0"
+        plog = PartitionLog(str(path), CFG, on_io_error=lambda log, exc: failures.append(exc))
+        _fill(plog, 60)
+        plog.roll()
+        held = Held(cleaner.fsync_dir, which=step)
+        monkeypatch.setattr(cleaner, "fsync_dir", held)
+        worker, errors = _in_worker(lambda: plog.compact(now_ms=10_000, force=True))
+        assert held.entered.wait(10)
+        _meanwhile(plog.close_files)
+        shutil.rmtree(path)
+        held.release.set()
+        worker.join(10)
+        assert not worker.is_alive()
+        assert [type(e) for e in errors] in ([LogClosedError], [])
+        assert not plog.offline
+    assert failures == []
