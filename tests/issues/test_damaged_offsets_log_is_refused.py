@@ -164,8 +164,12 @@ def test_a_segment_file_cut_at_a_batch_boundary_is_damage_not_a_hang(tmp_path):
     thread.start()
     thread.join(10)
     assert not thread.is_alive()
-    assert [(e.position, e.offset) for e in outcome] == [(third, 6)]
-    assert "a segment file shorter than its size" in str(outcome[0])
+    size = plog.active_segment.size
+    assert [(e.position, e.offset, e.segment, e.bytes_after) for e in outcome] == \
+        [(third, 6, 0, size - third)]
+    assert f"a segment file shorter than its size at byte {third} of segment " \
+           f"00000000000000000000.log: the log cannot be read from offset 6 on " \
+           f"({size - third} bytes to the end of that segment)" in str(outcome[0])
     plog.close()
 
 
