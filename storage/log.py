@@ -643,12 +643,8 @@ class PartitionLog:
                 data = segment.read(position, min(chunk_bytes, segment.size - position))
                 pos = 0
                 if not data:
-                    error = CorruptLogError(
-                        f"{self.name}: a segment file shorter than its size at byte {position} "
-                        f"of segment {segment_name(segment.base_offset)}.log: the log cannot be "
-                        f"read from offset {offset} on ({segment.size - position} bytes to the "
-                        f"end of that segment)", offset=offset, segment=segment.base_offset,
-                        position=position, bytes_after=segment.size - position)
+                    error = self._damage(segment, position, offset,
+                                         "a segment file shorter than its size")
                 while pos < len(data):
                     at, header = position + pos, None
                     damage = None
@@ -677,12 +673,7 @@ class PartitionLog:
                                 damage = (f"offset {header.base_offset} after offset "
                                           f"{offset - 1}")
                     if damage is not None:
-                        error = CorruptLogError(
-                            f"{self.name}: {damage} at byte {at} of segment "
-                            f"{segment_name(segment.base_offset)}.log: the log cannot be read "
-                            f"from offset {offset} on ({segment.size - at} bytes to the end of "
-                            f"that segment)", offset=offset, segment=segment.base_offset,
-                            position=at, bytes_after=segment.size - at)
+                        error = self._damage(segment, at, offset, damage)
                         break
                     if header.next_offset > offset:
                         if header.next_offset > self.log_start_offset:
@@ -694,6 +685,14 @@ class PartitionLog:
             yield from found
             if error is not None:
                 raise error
+
+    def _damage(self, segment: LogSegment, at: int, offset: int, what: str) -> CorruptLogError:
+        """What ``verified_batches`` raises for ``what`` found at byte ``at``."""
+        return CorruptLogError(
+            f"{self.name}: {what} at byte {at} of segment {segment_name(segment.base_offset)}.log: "
+            f"the log cannot be read from offset {offset} on ({segment.size - at} bytes to the end "
+            f"of that segment)", offset=offset, segment=segment.base_offset, position=at,
+            bytes_after=segment.size - at)
 
     # --- timestamps ----------------------------------------------------------------------
 
