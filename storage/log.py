@@ -628,17 +628,17 @@ class PartitionLog:
                 self._check_open()
                 if offset is None:
                     offset = self.log_start_offset
-                if segment is None or not any(s is segment for s in self.segments):
+                if segment is None or not self._holds(segment):
                     if not self.segments:
                         return
                     # Batches before ``offset`` in the segment found are passed over.
                     segment = self.segments[self._segment_index_for(offset)]
                     position, relocated = 0, segment.base_offset < offset
                 if position >= segment.size:
-                    later = [s for s in self.segments if s.base_offset > segment.base_offset]
-                    if not later:
+                    following = bisect_right(self._bases, segment.base_offset)
+                    if following >= len(self.segments):
                         return
-                    segment, position = later[0], 0
+                    segment, position = self.segments[following], 0
                     continue
                 data = segment.read(position, min(chunk_bytes, segment.size - position))
                 pos = 0
@@ -685,6 +685,11 @@ class PartitionLog:
             yield from found
             if error is not None:
                 raise error
+
+    def _holds(self, segment: LogSegment) -> bool:
+        """Whether ``segment`` is still one of this log's (not swapped out or deleted)."""
+        i = bisect_right(self._bases, segment.base_offset) - 1
+        return i >= 0 and self.segments[i] is segment
 
     def _damage(self, segment: LogSegment, at: int, offset: int, what: str) -> CorruptLogError:
         """What ``verified_batches`` raises for ``what`` found at byte ``at``."""
