@@ -13,7 +13,11 @@ already gone."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
+
+from broker.groups.placement import coordinator_partition
 
 from tests.reference import kafka
 from tests.reference.differential import Differential
@@ -26,6 +30,7 @@ from tests.support import BrokerThread
 FENCED_INSTANCE_ID = 82
 INCONSISTENT_GROUP_PROTOCOL = 23
 UNKNOWN_MEMBER_ID = 25
+OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions of both brokers
 
 
 def _leave(group: str, *members: tuple[str, str | None]) -> dict:
@@ -107,6 +112,15 @@ def test_a_deleted_group_is_gone_for_every_request(diff):
 
 # -- the offset-expiry sweep and a pending member id --------------------------------------------
 
+def _neighbour(group: str) -> str:
+    """Another group id whose offsets live in the same ``__consumer_offsets`` partition."""
+    home = coordinator_partition(group, OFFSETS_PARTITIONS)
+    for i in itertools.count():
+        name = f"{group}-n{i}"
+        if coordinator_partition(name, OFFSETS_PARTITIONS) == home:
+            return name
+
+
 SWEEP_MS = 500  # offsets.retention.check.interval.ms of the pair below
 
 
@@ -137,11 +151,18 @@ def test_the_sweep_deletes_an_empty_group_whose_only_member_id_is_pending(sweepi
     # Kafka's new coordinator (GroupCoordinatorShard.cleanupGroupMetadata) deletes
     # an Empty classic group without offsets at the next sweep, whatever member
     # ids it has handed out; the member's second JoinGroup then finds no group.
-    group = _group()
+    group, topic = _group(), _topic(sweeping)
+    neighbour = _neighbour(group)
     with GroupScript(sweeping) as s:
-        s.ready(group)
+        s.ready(group, neighbour)
         first = s.call("a", 11, 9, join(group))
         assert first["error_code"] == 79 and first["member_id"] == "<member-0>"
+        # Kafka's DescribeGroups reads the state as of the last committed write of
+        # the partition, and a JoinGroup that only hands out a member id writes
+        # nothing: until the next write there, Kafka shows this group as Dead
+        # although it exists.  A commit by another group of the same partition,
+        # once acknowledged, makes Dead mean deleted on both brokers.
+        s.call("a", 8, 9, commit(neighbour, {(topic, 0): (1, "")}))
         s.wait_state(group, "Dead", timeout=30)  # DescribeGroups of a missing group
         second = s.call("a", 11, 9, join(group, "<member-0>"))
         assert second["error_code"] == UNKNOWN_MEMBER_ID
