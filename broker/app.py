@@ -12,9 +12,9 @@ import structlog
 
 from broker.apis import load_handlers
 from broker.config import BrokerConfig
-from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
+from broker.groups.coordinator import CoordinatorConfig
 from broker.groups.service import GroupService
-from broker.groups.timers import WallClock
+from broker.runtime.timers import WallClock
 from broker.listener import Listener
 from broker.memory import CHECK_S, FullCollections, keep_freed_memory
 from broker.meta import DirLock, load_or_create_identity
@@ -103,9 +103,9 @@ class Broker:
                                    on_offline=self._log_dir_failed)
             self.topics.attach(self.logs)
             offsets_partitions = self.topics.get(OFFSETS_TOPIC).partitions
-            clock = WallClock()
-            self.groups = GroupService(self, GroupCoordinator(
-                coordinator_config(self.config, offsets_partitions), now=clock()), clock)
+            self.groups = GroupService(
+                self, coordinator_config(self.config, offsets_partitions), WallClock(),
+                linger_ms=self.config["group.coordinator.append.linger.ms"])
             self.groups.start()
             self._server.start_serving()
         except BaseException:

@@ -297,6 +297,7 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("group.min.session.timeout.ms", INT, 6000),
     ConfigDef("group.max.session.timeout.ms", INT, 1_800_000),
     ConfigDef("group.max.size", INT, (1 << 31) - 1, validator=_positive),
+    ConfigDef("group.coordinator.append.linger.ms", INT, -1, validator=AtLeast(-1)),
     ConfigDef("log.cleaner.backoff.ms", LONG, 15_000, validator=_nonneg),
     ConfigDef("log.cleaner.enable", BOOLEAN, True),
     ConfigDef("log.retention.minutes", INT, None),

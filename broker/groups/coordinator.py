@@ -1,16 +1,16 @@
 """The group coordinator core: Kafka's classic group protocol and offset
 management as a pure, synchronous state machine (Kafka's GroupMetadataManager
-and OffsetMetadataManager).
+and OffsetMetadataManager), one shard per ``__consumer_offsets`` partition.
 
 Every operation takes ``now`` (milliseconds) and an opaque ``ticket`` that
 stands for the request waiting for its answer, changes the state, and returns
-an ``Outcome``: the answers to give (``(ticket, response)``), and the records
-to append to ``__consumer_offsets`` (``Write``), each with the continuation to
-call once the append is durable (or has failed).  The core performs no I/O and
-never reads a clock; the shell (``broker.groups.service``) appends, waits and
-answers.  Timers (session expiry, join and initial delays, pending members,
-pending syncs, offset expiry) live in one ``Deadlines`` heap: the shell calls
-``tick(now)`` at ``next_deadline()``.
+an ``Outcome`` (``broker.runtime.outcome``): the answers to give, and the
+records to append to the shard's partition (``Write``), each with the
+continuation to call once the append is durable (or has failed).  The core
+performs no I/O and never reads a clock; the coordinator runtime
+(``broker.runtime``) appends, waits, answers and runs the timers (session
+expiry, join and initial delays, pending members, pending syncs, offset
+expiry), which the shard arms in the runtime's one ``Deadlines`` heap.
 
 Where Kafka's legacy (3.9) and new (4.x) coordinators differ, this is the new
 one (``GroupMetadataManager``/``OffsetMetadataManager`` in
@@ -37,8 +37,8 @@ import structlog
 
 from broker.groups.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member
 from broker.groups.offsets import OffsetAndMetadata, OffsetStore
-from broker.groups.placement import coordinator_partition
-from broker.groups.timers import Deadlines
+from broker.runtime.outcome import Outcome, Write
+from broker.runtime.timers import Deadlines
 from protocol import group_records as G
 from protocol.errors import ErrorCode as E
 from protocol.wire import MAX_STRING_BYTES
@@ -53,7 +53,7 @@ CLASSIC = "classic"
 
 @dataclass(slots=True)
 class CoordinatorConfig:
-    partitions: int = 50
+    partitions: int = 50  # of __consumer_offsets: one shard each
     min_session_timeout_ms: int = 6_000
     max_session_timeout_ms: int = 1_800_000
     initial_rebalance_delay_ms: int = 0
@@ -61,32 +61,6 @@ class CoordinatorConfig:
     offset_metadata_max_bytes: int = 4096
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offsets_retention_check_interval_ms: int = 600_000
-
-
-@dataclass
-class Write:
-    """Records for one ``__consumer_offsets`` partition; ``done(error, now)`` is
-    called once they are durable (``E.NONE``) or the append failed."""
-    partition: int
-    records: list[tuple[bytes, bytes | None]]
-    done: Callable[[E, int], "Outcome"] | None = None
-
-
-@dataclass
-class Outcome:
-    answers: list[tuple[Any, Any]] = field(default_factory=list)
-    writes: list[Write] = field(default_factory=list)
-
-    def answer(self, ticket, response) -> "Outcome":
-        if ticket is not None:
-            self.answers.append((ticket, response))
-        return self
-
-    def merge(self, other: "Outcome | None") -> "Outcome":
-        if other is not None:
-            self.answers.extend(other.answers)
-            self.writes.extend(other.writes)
-        return self
 
 
 @dataclass(slots=True)
@@ -143,17 +117,21 @@ def java_length(text: str) -> int:
 
 
 class GroupCoordinator:
+    """One shard of the group coordinator: the groups and offsets of one
+    ``__consumer_offsets`` partition (the runtime routes each group to the
+    shard of its partition).  Built with ``refusal``, it is the stand-in the
+    runtime asks for a partition it does not serve: every operation answers
+    that error, shaped as its API answers it, after its own front checks."""
+
     def __init__(self, config: CoordinatorConfig | None = None, *, now: int = 0,
-                 new_uuid: Callable[[], str] = lambda: str(uuid.uuid4())):
+                 new_uuid: Callable[[], str] = lambda: str(uuid.uuid4()),
+                 partition: int = 0, timers=None, refusal: E | None = None):
         self.config = config or CoordinatorConfig()
+        self.partition = partition
+        self.refusal = refusal
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
-        self.timers = Deadlines()
-        self.loading: set[int] = set()
-        # Partitions whose log could not be loaded (damaged): never served, never
-        # written, so that nothing is acknowledged that a later recovery would cut.
-        self.failed: set[int] = set()
-        self._placement: dict[str, int] = {}  # group id -> partition, computed once
+        self.timers = timers if timers is not None else Deadlines()
         self._new_uuid = new_uuid
         # Offset writes not yet durable: group -> {partition: sequence of the
         # latest write}.  A commit becomes visible once durable unless a later
@@ -166,36 +144,19 @@ class GroupCoordinator:
         self._write_seq = itertools.count(1)
         # group -> generation whose assignment is being written
         self._assigning: dict[str, int] = {}
-        self.timers.schedule(("offset-expiry",),
-                             now + self.config.offsets_retention_check_interval_ms)
+        if refusal is None:
+            self.timers.schedule(("offset-expiry",),
+                                 now + self.config.offsets_retention_check_interval_ms)
 
-    # == placement and the checks in front of every request ======================
-
-    def partition_for(self, group_id: str) -> int:
-        partition = self._placement.get(group_id)
-        if partition is None:
-            if len(self._placement) >= 100_000:
-                self._placement.clear()
-            partition = self._placement[group_id] = coordinator_partition(
-                group_id, self.config.partitions)
-        return partition
+    # == the check in front of every request ======================================
 
     def _refusal(self, group_id: str) -> E | None:
-        """Why a group's partition cannot serve it now: still loading, or its log
-        could not be loaded (Kafka's coordinator is then not this broker's)."""
-        if not (self.loading or self.failed):
-            return None
-        partition = self.partition_for(group_id)
-        if partition in self.loading:
-            return E.COORDINATOR_LOAD_IN_PROGRESS
-        if partition in self.failed:
-            return E.NOT_COORDINATOR
-        return None
+        """Why this shard cannot serve the group: its partition is still loading,
+        or its log could not be loaded (Kafka's coordinator is then not this
+        broker's)."""
+        return self.refusal
 
-    def _write(self, group_id: str, records, done=None) -> Write:
-        return Write(self.partition_for(group_id), records, done)
-
-    def _writes(self, group_id: str, records, done=None) -> list[Write]:
+    def _writes(self, records, done=None) -> list[Write]:
         """Tombstones in batches small enough for ``max.message.bytes`` (Kafka writes
         expiry and deletion records non-atomically, in as many batches as
         needed); ``done`` follows the last one."""
@@ -207,7 +168,7 @@ class GroupCoordinator:
                 size = 0
             chunks[-1].append((key, value))
             size += cost
-        return [self._write(group_id, chunk, done if i == len(chunks) - 1 else None)
+        return [Write(chunk, done if i == len(chunks) - 1 else None)
                 for i, chunk in enumerate(chunks)]
 
     def _group_record(self, group: Group, assignment=None) -> tuple[bytes, bytes]:
@@ -220,19 +181,16 @@ class GroupCoordinator:
         return self.timers.next_deadline()
 
     def tick(self, now: int) -> Outcome:
+        """Fire every timer due on a shard that owns its ``Deadlines`` (a shard
+        run by the runtime shares the runtime's heap, and the runtime calls
+        ``fire``).  One at a time, earliest first, as the runtime does."""
         out = Outcome()
-        # One at a time, earliest first: firing one may cancel another that is
-        # also due.  A deadline armed meanwhile, even one already due (an
-        # initial delay of 0 extended by 0 ms), waits for the next tick: the
-        # requests that arrived in between come first, as in Kafka, whose
-        # timers run as operations queued behind them.
         mark = self.timers.mark()
         while (due := self.timers.pop_next_due(now, mark)) is not None:
-            out.merge(self._fire(due, now))
+            out.merge(self.fire(*due, now))
         return out
 
-    def _fire(self, due, now: int) -> Outcome | None:
-        key, payload = due
+    def fire(self, key, payload, now: int) -> Outcome | None:
         kind = key[0]
         if kind == "session":
             return self._session_expired(key[1], key[2], now)
@@ -393,7 +351,7 @@ class GroupCoordinator:
             group.transition_to(S.EMPTY, now)
             log.info("group.empty", group_id=group.group_id, generation=group.generation,
                      reason=f"no members left when the join phase ended ({reason})")
-            out.writes.append(self._write(group.group_id, [self._group_record(group, {})]))
+            out.writes.append(Write([self._group_record(group, {})]))
             return out
         group.protocol_name = group.select_protocol()
         group.subscribed = group.subscribed_topics()
@@ -515,7 +473,7 @@ class GroupCoordinator:
             record = (G.group_metadata_key(group.group_id), G.group_metadata_value(
                 {"protocol_type": "", "generation": 0, "protocol": None, "leader": None,
                  "current_state_timestamp": now, "members": []}))
-            out.writes.append(self._write(group.group_id, [record],
+            out.writes.append(Write([record],
                                           self._created_group_write_done(group)))
         return out
 
@@ -751,7 +709,7 @@ class GroupCoordinator:
                 return result.answer(ticket, self._join_success(group, new_id, [],
                                                                 leader=current_leader))
 
-            out.writes.append(self._write(group.group_id, [self._group_record(group)], done))
+            out.writes.append(Write([self._group_record(group)], done))
             return out
         if group.state is S.COMPLETING_REBALANCE:
             return out.merge(self._prepare_rebalance(
@@ -854,7 +812,7 @@ class GroupCoordinator:
                      reason="the leader's assignment is durable; every member gets its own")
             return result
 
-        out.writes.append(self._write(group_id, [self._group_record(group, assignment)], done))
+        out.writes.append(Write([self._group_record(group, assignment)], done))
         return out
 
     def _sync_received(self, group: Group, member_id: str) -> None:
@@ -1007,7 +965,7 @@ class GroupCoordinator:
                                               for tp, c in answer.items()})
             return result.answer(ticket, answer)
 
-        out.writes.append(self._write(group_id, records, done))
+        out.writes.append(Write(records, done))
         return out
 
     def _issue(self, group_id: str, partitions) -> int:
@@ -1054,7 +1012,7 @@ class GroupCoordinator:
                 self.offsets.apply(group_id, latest)
             return done(error, now) if done is not None else Outcome()
 
-        return self._writes(group_id, self._offset_tombstones(group_id, partitions), settled)
+        return self._writes(self._offset_tombstones(group_id, partitions), settled)
 
     def _validate_commit(self, group: Group, generation: int, member_id: str,
                          instance_id: str | None) -> E:
@@ -1116,14 +1074,12 @@ class GroupCoordinator:
             } for m in group.members.values()],
         }
 
-    def list_groups(self, states: list[str], types: list[str]) -> tuple[E, list[dict]]:
-        if self.loading:
-            return E.COORDINATOR_LOAD_IN_PROGRESS, []
+    def list_groups(self, states: list[str], types: list[str]) -> list[dict]:
         wanted_states = {s.strip().lower() for s in states}
         wanted_types = {t.strip().lower() for t in types}
         if wanted_types and CLASSIC not in wanted_types:
-            return E.NONE, []
-        return E.NONE, [
+            return []
+        return [
             {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
              "group_state": g.state.value, "group_type": CLASSIC}
             for g in self.groups.values()
@@ -1181,7 +1137,7 @@ class GroupCoordinator:
             log.info("group.deleted", group_id=group.group_id, generation=group.generation,
                      reason="DeleteGroups")
             remaining["writes"] += 1
-            out.writes.extend(self._writes(group.group_id, records, functools.partial(
+            out.writes.extend(self._writes(records, functools.partial(
                 finish, group, settle, since)))
         return out
 
@@ -1260,8 +1216,7 @@ class GroupCoordinator:
         out = Outcome()
         retention = self.config.offsets_retention_ms
         for group in list(self.groups.values()):
-            if self._refusal(group.group_id) is not None or group.state is S.DEAD or \
-                    group.group_id in self._in_flight:
+            if group.state is S.DEAD or group.group_id in self._in_flight:
                 continue
             held = self.offsets.groups.get(group.group_id, {})
             expired = [tp for tp, o in held.items()
@@ -1281,7 +1236,7 @@ class GroupCoordinator:
                 log.info("group.deleted", group_id=group.group_id, generation=group.generation,
                          reason="empty and all its offsets expired")
             if records:
-                out.writes.extend(self._writes(group.group_id, records, functools.partial(
+                out.writes.extend(self._writes(records, functools.partial(
                     self._expiry_written, group, seq, expired, since)))
         return out
 
@@ -1328,7 +1283,7 @@ class GroupCoordinator:
             return now >= committed.expire_timestamp
         return now - clock >= retention
 
-    def unload_all(self) -> Outcome:
+    def unload(self) -> Outcome:
         """The broker stops: parked requests are answered NOT_COORDINATOR, as
         when Kafka unloads a partition, so their clients look elsewhere."""
         out = Outcome()
@@ -1345,9 +1300,15 @@ class GroupCoordinator:
 
     # == loading (CoordinatorLoader and replay) ===============================================
 
-    def install(self, partition: int, loaded: "LoadedPartition", now: int) -> Outcome:
-        """Take over the groups and offsets replayed from a partition's log."""
+    def install(self, loaded: "LoadedPartition", now: int) -> Outcome:
+        """Take over the groups and offsets replayed from the partition's log."""
         out = Outcome()
+        if loaded.skipped:
+            log.warning("groups.records_skipped", partition=self.partition,
+                        records=loaded.skipped, reason="unknown record types")
+        if loaded.unreadable:
+            log.warning("groups.records_skipped", partition=self.partition,
+                        records=loaded.unreadable, reason="undecodable keys or values")
         for group_id, held in loaded.offsets.items():
             if held:
                 self.offsets.groups[group_id] = held
@@ -1358,7 +1319,6 @@ class GroupCoordinator:
             if len(group.members) > self.config.max_group_size:
                 out.merge(self._prepare_rebalance(
                     group, "loaded with more members than group.max.size", now))
-        self.loading.discard(partition)
         return out
 
 
@@ -1369,6 +1329,9 @@ class LoadedPartition:
     records: int = 0
     skipped: int = 0  # unknown record types (KIP-848 and share-group records)
     unreadable: int = 0
+
+    def counts(self) -> dict[str, int]:
+        return {"groups": len(self.groups), "records": self.records}
 
 
 def replay(records: Iterable[tuple[bytes, bytes | None]]) -> LoadedPartition:

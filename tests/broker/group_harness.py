@@ -10,7 +10,7 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
 from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator, JoinRequest, Outcome
 from broker.groups.offsets import OffsetAndMetadata
-from broker.groups.timers import ManualClock
+from broker.runtime.timers import ManualClock
 from protocol.errors import ErrorCode as E
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from broker.groups.timers import ManualClock
+from broker.runtime.timers import ManualClock
 from broker.topics.fetch_sessions import INT32_MAX, FetchSessionCache, next_epoch
 
 

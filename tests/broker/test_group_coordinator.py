@@ -35,7 +35,7 @@ def test_front_checks_come_in_the_new_coordinator_s_order(h):
     assert h.answer(h.join(""))["error_code"] == E.INVALID_GROUP_ID
     assert h.answer(h.join("g", session=5_999))["error_code"] == E.INVALID_SESSION_TIMEOUT
     assert h.answer(h.join("g", session=1_800_001))["error_code"] == E.INVALID_SESSION_TIMEOUT
-    h.core.loading.add(h.core.partition_for("g"))
+    h.core.refusal = E.COORDINATOR_LOAD_IN_PROGRESS  # the runtime's stand-in while loading
     assert h.answer(h.join("g"))["error_code"] == E.COORDINATOR_LOAD_IN_PROGRESS
     assert h.heartbeat("g", 1, "m") == E.NONE  # answered blindly while loading
     assert h.answer(h.sync("g", 1, "m"))["error_code"] == E.COORDINATOR_LOAD_IN_PROGRESS
@@ -521,15 +521,12 @@ def test_list_groups_filters_by_state_and_type(h):
     h.stable_group("a", 1)
     h.commit("simple", {("t", 0): (1, "")})
     h.settle()
-    code, groups = h.core.list_groups([], [])
-    assert code == E.NONE and {(g["group_id"], g["protocol_type"], g["group_state"])
-                               for g in groups} == {("a", "consumer", "Stable"),
-                                                    ("simple", "", "Empty")}
-    assert [g["group_id"] for g in h.core.list_groups([" STABLE "], [])[1]] == ["a"]
-    assert len(h.core.list_groups([], ["Classic"])[1]) == 2
-    assert h.core.list_groups([], ["consumer"])[1] == []
-    h.core.loading.add(7)
-    assert h.core.list_groups([], []) == (E.COORDINATOR_LOAD_IN_PROGRESS, [])
+    groups = h.core.list_groups([], [])
+    assert {(g["group_id"], g["protocol_type"], g["group_state"]) for g in groups} == \
+        {("a", "consumer", "Stable"), ("simple", "", "Empty")}
+    assert [g["group_id"] for g in h.core.list_groups([" STABLE "], [])] == ["a"]
+    assert len(h.core.list_groups([], ["Classic"])) == 2
+    assert h.core.list_groups([], ["consumer"]) == []
 
 
 def test_delete_groups(h):
@@ -647,7 +644,7 @@ def test_parked_requests_are_answered_not_coordinator_when_the_broker_stops(h):
     h.join("g", follower)
     parked_sync = h.sync("g", 2, follower)
     newcomer_join = h.join("other", version=3)  # parked in its initial delay
-    h._take(h.core.unload_all())
+    h._take(h.core.unload())
     assert h.answer(parked_sync)["error_code"] == E.NOT_COORDINATOR
     assert h.answer(newcomer_join)["error_code"] == E.NOT_COORDINATOR
     assert h.answer(parked_join)["error_code"] == E.NONE  # answered before the stop
@@ -728,8 +725,7 @@ def test_offset_keys_of_version_0_and_1_are_one_key_when_replayed():
 
 
 def test_every_group_api_waits_for_a_loading_partition(h):
-    h.core.loading.add(h.core.partition_for("g"))
-    loading = E.COORDINATOR_LOAD_IN_PROGRESS
+    h.core.refusal = loading = E.COORDINATOR_LOAD_IN_PROGRESS
     assert h.answer(h.commit("g", {("t", 0): (1, "")})) == {("t", 0): loading}
     assert h.core.fetch_offsets("g", None) == (loading, [])
     assert h.core.describe("g")["error_code"] == loading
@@ -759,7 +755,7 @@ def test_a_failed_write_is_reported_with_kafka_s_mapping(h, storage, client):
 
 def test_list_groups_says_every_group_is_classic(h):
     h.stable_group("g", 1)
-    assert [g["group_type"] for g in h.core.list_groups([], [])[1]] == ["classic"]
+    assert [g["group_type"] for g in h.core.list_groups([], [])] == ["classic"]
 
 
 def test_delete_groups_with_nothing_to_delete_answers_at_once(h):

@@ -123,12 +123,12 @@ def test_a_static_member_restarts_without_a_rebalance(make_broker):
     try:
         _until(lambda: _owned_once([other, static]), 60, "the first assignment")
         before = set(static.assignment)
-        generation = node.call(lambda: node.broker.groups.core.groups[group].generation)
+        generation = node.call(lambda: node.broker.groups.group(group).generation)
         static.stop()  # a static member leaves no LeaveGroup behind
         restarted = ConfluentMember(node.bootstrap, group, topic, **settings).start()
         _until(lambda: restarted.assignment, 30, "the restarted member's assignment")
         assert restarted.assignment == before
-        assert node.call(lambda: node.broker.groups.core.groups[group].generation) == generation
+        assert node.call(lambda: node.broker.groups.group(group).generation) == generation
         restarted.stop()
     finally:
         other.stop()

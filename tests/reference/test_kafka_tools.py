@@ -560,7 +560,7 @@ def test_offsets_topic_read_through_fetch_and_dumped_from_disk(tools, make_broke
     _run("org.apache.kafka.tools.consumer.ConsoleConsumer", *server, "--topic", "watched",
          "--group", "watchers", "--from-beginning", "--max-messages", "4",
          "--timeout-ms", "30000")
-    partition = node.call(lambda: node.broker.groups.core.partition_for("watchers"))
+    partition = node.call(lambda: node.broker.groups.partition_for("watchers"))
     out = _run("org.apache.kafka.tools.consumer.ConsoleConsumer", *server, "--topic",
                "__consumer_offsets", "--partition", str(partition), "--offset", "earliest",
                "--formatter", "org.apache.kafka.tools.consumer.OffsetsMessageFormatter",

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from broker.groups.timers import Deadlines, ManualClock, MonotonicClock
+from broker.runtime.timers import Deadlines, ManualClock, MonotonicClock
 
 
 def test_due_deadlines_come_out_earliest_first_and_once():

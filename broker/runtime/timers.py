@@ -1,17 +1,17 @@
-"""Time for the coordinator core: clocks and one heap of deadlines.
+"""Time for the coordinators: clocks and one heap of deadlines.
 
-The core never reads the time itself and never sleeps: it is given ``now``
-(milliseconds) by the shell, which uses ``MonotonicClock``; unit tests use
+A shard never reads the time itself and never sleeps: it is given ``now``
+(milliseconds) by the runtime, which uses ``WallClock``; unit tests use
 ``ManualClock`` and advance it.
 
-``Deadlines`` holds every timer of the coordinator (session expiry, rebalance
-timeout, initial delay, pending-member and pending-sync timeouts, offset
-expiry) in one heap keyed by what the timer is for, e.g. ``("session",
-group, member)``.  Re-arming a key replaces its deadline (a heartbeat pushes a
-session expiry back) and cancelling forgets it; stale heap entries are
-skipped lazily, so either costs O(log n) and nothing is scanned.  The shell
-arms a single loop timer for ``next_deadline()`` and, when it fires, asks for
-``pop_due(now)``.
+``Deadlines`` holds every timer (session expiry, rebalance timeout, initial
+delay, pending-member and pending-sync timeouts, offset expiry) in one heap
+keyed by what the timer is for, e.g. ``("session", group, member)``.
+Re-arming a key replaces its deadline (a heartbeat pushes a session expiry
+back) and cancelling forgets it; stale heap entries are skipped lazily, so
+either costs O(log n) and nothing is scanned.  The runtime keeps one heap for
+every shard (each sees it through ``ShardTimers``), arms a single loop timer
+for ``next_deadline()`` and, when it fires, takes the due keys one at a time.
 """
 
 from __future__ import annotations
@@ -131,3 +131,27 @@ class Deadlines:
         (heartbeats re-arm the same keys again and again)."""
         self._heap = [(when, seq, key) for key, (when, seq, _p) in self._armed.items()]
         heapq.heapify(self._heap)
+
+
+class ShardTimers:
+    """One shard's view of the runtime's ``Deadlines``: its keys carry the shard's
+    partition, so one heap holds the timers of every shard and the runtime
+    knows which shard a due key belongs to."""
+
+    __slots__ = ("_deadlines", "_partition")
+
+    def __init__(self, deadlines: Deadlines, partition: int):
+        self._deadlines = deadlines
+        self._partition = partition
+
+    def __contains__(self, key: Hashable) -> bool:
+        return (self._partition, key) in self._deadlines
+
+    def schedule(self, key: Hashable, when: int, payload: Any = None) -> None:
+        self._deadlines.schedule((self._partition, key), when, payload)
+
+    def cancel(self, key: Hashable) -> bool:
+        return self._deadlines.cancel((self._partition, key))
+
+    def deadline(self, key: Hashable) -> int | None:
+        return self._deadlines.deadline((self._partition, key))

@@ -1,0 +1,417 @@
+"""The coordinator runtime: the engine every coordinator runs on (Kafka's
+``CoordinatorRuntime``).
+
+A coordinator is a set of shards, one per partition of its compacted internal
+topic (``__consumer_offsets`` for groups).  A shard is a pure, synchronous
+state machine (``broker.runtime.outcome``): its operations take ``now`` and
+return an ``Outcome``, and a replay of its partition's records rebuilds it.
+The runtime does everything else, on the event loop:
+
+* Ownership and loading.  ``start`` gives every partition without data an
+  empty shard at once and replays the others in a worker thread, one at a
+  time; meanwhile their requests are answered COORDINATOR_LOAD_IN_PROGRESS.
+  A partition that cannot be read whole is not served (NOT_COORDINATOR, an
+  error in the log) and nothing is ever appended to it.  Requests for a
+  partition the runtime does not serve go to a *refusing shard*: an empty
+  shard built with the refusal, so that each operation shapes the refusal as
+  its API answers it, after the checks Kafka makes before it.
+* Writes.  The records of a shard's writes are appended to its partition in
+  batches: writes issued within the linger go to the log as one v2 batch
+  (one append, one fsync under ``kcoord.fsync.policy=batch``), and each
+  write's continuation runs once the batch is durable, or with the error of
+  a failed append, in the order the writes were issued.  The linger follows
+  Kafka's ``group.coordinator.append.linger.ms``: a positive value waits that
+  long, 0 appends every write at once, and -1 (adaptive, Kafka 4.4's default)
+  closes a batch after the work already queued on the loop when it opened.
+* Timers.  One ``Deadlines`` heap holds every shard's timers (each shard sees
+  it through ``ShardTimers``); one loop timer is armed for the earliest.
+* Answers.  Tickets are futures; many answers at once (a join phase ending
+  for 1,000 members) are given a slice per turn of the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import enum
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import structlog
+
+from broker.runtime.outcome import Outcome, Write
+from broker.runtime.timers import Deadlines, ShardTimers, WallClock
+from broker.topics.data import LEADER_EPOCH
+from protocol.errors import ErrorCode
+from storage.errors import CorruptLogError, StorageError
+from storage.layout import segment_name
+
+# Answers completed in one turn of the event loop; each costs its connection
+# about 30-50 us to encode and send once woken.
+ANSWERS_PER_TURN = 64
+# A batch is closed before it grows past this (well under the internal
+# topics' max.message.bytes of 1 MiB); a single larger write is its own batch.
+MAX_BATCH_BYTES = 256 * 1024
+RECORD_OVERHEAD = 24  # bytes a record costs in a batch besides its key and value
+ADAPTIVE_LINGER = -1
+
+
+class Shard(Protocol):
+    def fire(self, key: Any, payload: Any, now: int) -> Outcome | None: ...
+
+    def install(self, loaded: Any, now: int) -> Outcome: ...
+
+    def unload(self) -> Outcome: ...
+
+
+class PartitionState(enum.Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+    FAILED = "failed"
+
+
+class _Batch:
+    """Writes of one partition waiting to be appended together."""
+
+    __slots__ = ("writes", "size", "handle", "finished")
+
+    def __init__(self):
+        self.writes: list[Write] = []
+        self.size = 0
+        self.handle: asyncio.Handle | None = None
+        # Done once every write of the batch is settled; made only when someone
+        # waits for it (OffsetFetch with require_stable).
+        self.finished: asyncio.Future | None = None
+
+
+class CoordinatorRuntime:
+    def __init__(self, broker, *, name: str, topic: str, partitions: int,
+                 new_shard: Callable[..., Shard], load: Callable[[Any], Any],
+                 clock: Callable[[], int] | None = None, linger_ms: int = ADAPTIVE_LINGER):
+        self.broker = broker
+        self.name = name
+        self.topic = topic
+        self.partitions = partitions
+        self.clock = clock or WallClock()
+        self.linger_ms = linger_ms
+        self.log = structlog.get_logger(f"kcoord.{name}")
+        # new_shard(partition, timers, now, refusal) -> a shard; load(plog) -> what
+        # a shard installs, built in a worker thread.
+        self._new_shard = new_shard
+        self._load = load
+        # Made on the broker's loop; kept because asyncio.get_running_loop()
+        # costs a getpid() system call on every request.
+        self.loop = asyncio.get_running_loop()
+        self.deadlines = Deadlines()
+        self.shards: dict[int, Shard] = {}
+        self.state: dict[int, PartitionState] = {}
+        self._refusing: dict[ErrorCode, Shard] = {}
+        self.loaded = asyncio.Event()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
+        self._open: dict[int, _Batch] = {}  # partition -> the batch still taking writes
+        self._unsettled: dict[int, set[_Batch]] = {}  # partition -> batches not settled
+        self._tasks: set[asyncio.Task] = set()
+        self._deferred: collections.deque = collections.deque()  # answers for later turns
+        self._answering = False
+
+    def now(self) -> int:
+        return self.clock()
+
+    # -- shards ------------------------------------------------------------------------
+
+    def shard(self, partition: int) -> Shard:
+        """The shard serving ``partition``, or one that refuses: loading, or not
+        served."""
+        shard = self.shards.get(partition)
+        if shard is not None:
+            return shard
+        refusal = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS \
+            if self.state.get(partition) is PartitionState.LOADING else ErrorCode.NOT_COORDINATOR
+        refusing = self._refusing.get(refusal)
+        if refusing is None:
+            refusing = self._refusing[refusal] = self._new_shard(-1, None, self.now(), refusal)
+        return refusing
+
+    def active(self) -> list[tuple[int, Shard]]:
+        return sorted(self.shards.items())
+
+    @property
+    def loading(self) -> bool:
+        return any(s is PartitionState.LOADING for s in self.state.values())
+
+    @property
+    def failed(self) -> list[int]:
+        return sorted(p for p, s in self.state.items() if s is PartitionState.FAILED)
+
+    def _activate(self, partition: int, loaded: Any = None) -> None:
+        now = self.now()
+        shard = self._new_shard(partition, ShardTimers(self.deadlines, partition), now, None)
+        self.shards[partition] = shard
+        self.state[partition] = PartitionState.ACTIVE
+        if loaded is not None:
+            self.run(partition, shard.install(loaded, now))
+
+    # -- operations: every request goes through one of these ----------------------------
+
+    def write(self, partition: int, operation: Callable[..., Outcome], *args,
+              **kwargs) -> asyncio.Future:
+        """Run ``operation(shard, ticket, *args, now, **kwargs)``; the ticket (a
+        future) holds its answer, often at once (nothing parked, nothing to
+        write)."""
+        ticket = self.loop.create_future()
+        self.run(partition, operation(self.shard(partition), ticket, *args, self.now(), **kwargs))
+        return ticket
+
+    def read(self, partition: int, operation: Callable[..., Any], *args, **kwargs) -> Any:
+        """``operation(shard, *args, **kwargs)``, answered at once."""
+        return operation(self.shard(partition), *args, **kwargs)
+
+    def run(self, partition: int, outcome: Outcome | None) -> None:
+        if outcome is None:
+            return
+        self._answer(outcome.answers)
+        for write in outcome.writes:
+            self._append(partition, write)
+        self._arm_timer()
+
+    # -- answers -----------------------------------------------------------------------
+
+    def _answer(self, answers) -> None:
+        """Complete the tickets; past ``ANSWERS_PER_TURN`` (a join phase ending for
+        a group of 1,000 members), a slice per turn of the event loop: each
+        answer wakes its connection, which then encodes and sends it, and other
+        clients' requests are served between the slices."""
+        if not self._deferred and len(answers) <= ANSWERS_PER_TURN:
+            for ticket, response in answers:
+                if not ticket.done():
+                    ticket.set_result(response)
+            return
+        self._deferred.extend(answers)
+        if not self._answering:
+            self._answering = True
+            self.loop.call_soon(self._answer_slice)
+
+    def _answer_slice(self) -> None:
+        deferred = self._deferred
+        for _ in range(min(ANSWERS_PER_TURN, len(deferred))):
+            ticket, response = deferred.popleft()
+            if not ticket.done():
+                ticket.set_result(response)
+        if deferred:
+            self.loop.call_soon(self._answer_slice)
+        else:
+            self._answering = False
+
+    # -- writes ------------------------------------------------------------------------
+
+    def _append(self, partition: int, write: Write) -> None:
+        if self.state.get(partition) is not PartitionState.ACTIVE:  # never past damage
+            self._settle(partition, write, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return
+        size = sum(len(k) + (len(v) if v is not None else 0) + RECORD_OVERHEAD
+                   for k, v in write.records)
+        batch = self._open.get(partition)
+        if batch is not None and batch.writes and batch.size + size > MAX_BATCH_BYTES:
+            self.flush(partition)
+            batch = None
+        if batch is None:
+            batch = self._open[partition] = _Batch()
+            self._unsettled.setdefault(partition, set()).add(batch)
+            if self.linger_ms > 0:
+                batch.handle = self.loop.call_later(self.linger_ms / 1000, self.flush, partition)
+            elif self.linger_ms < 0:
+                batch.handle = self.loop.call_soon(self.flush, partition)
+        batch.writes.append(write)
+        batch.size += size
+        if self.linger_ms == 0:
+            self.flush(partition)
+
+    def flush(self, partition: int) -> None:
+        """Append the partition's open batch now."""
+        batch = self._open.pop(partition, None)
+        if batch is None:
+            return
+        if batch.handle is not None:
+            batch.handle.cancel()
+        writes = batch.writes
+        records = writes[0].records if len(writes) == 1 else \
+            [record for write in writes for record in write.records]
+        try:
+            plog, rolled = self._append_records(partition, records)
+        except StorageError as exc:
+            self.log.warning(f"{self.name}.write_failed", partition=partition,
+                             error=exc.code.name, reason=str(exc))
+            self._settle_batch(partition, batch, exc.code)
+            return
+        except OSError as exc:
+            self.log.warning(f"{self.name}.write_failed", partition=partition, reason=str(exc))
+            self._settle_batch(partition, batch, ErrorCode.KAFKA_STORAGE_ERROR)
+            return
+        if plog.flusher.durable_now(rolled):
+            self._settle_batch(partition, batch, ErrorCode.NONE)  # the default policy
+            return
+        task = self.loop.create_task(self._durable(plog, partition, batch, rolled))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _append_records(self, partition: int, records):
+        broker = self.broker
+        plog = broker.logs.get(self.topic, partition)
+        if plog is None:  # a partition's folder appears on its first write
+            plog = broker.logs.get_or_create(self.topic, partition,
+                                             broker.log_config(self.topic))
+        segments = len(plog.segments)
+        plog.append_own(records, now_ms=self.now(), leader_epoch=LEADER_EPOCH)
+        broker.fetch_waiters.notify((self.topic, partition))
+        return plog, len(plog.segments) != segments
+
+    async def _durable(self, plog, partition: int, batch: _Batch, rolled: bool) -> None:
+        try:
+            await plog.flusher.after_append(rolled=rolled)
+        except StorageError as exc:
+            self._settle_batch(partition, batch, exc.code)
+            return
+        except OSError:
+            self._settle_batch(partition, batch, ErrorCode.KAFKA_STORAGE_ERROR)
+            return
+        self._settle_batch(partition, batch, ErrorCode.NONE)
+
+    def _settle_batch(self, partition: int, batch: _Batch, error: ErrorCode) -> None:
+        """Every write of the batch learns its fate, in the order issued; a
+        failed append fails them all, as one batch is one append."""
+        try:
+            for write in batch.writes:
+                self._settle(partition, write, error)
+        finally:
+            unsettled = self._unsettled.get(partition)
+            if unsettled is not None:
+                unsettled.discard(batch)
+                if not unsettled:
+                    del self._unsettled[partition]
+            if batch.finished is not None:
+                batch.finished.set_result(None)
+
+    def _settle(self, partition: int, write: Write, error: ErrorCode) -> None:
+        if write.done is not None:
+            self.run(partition, write.done(error, self.now()))
+
+    def writes_in_flight(self, partitions) -> list[asyncio.Future]:
+        """A future per batch of these partitions not yet settled (OffsetFetch with
+        require_stable waits for them, so it sees the commits being written)."""
+        waits = []
+        for partition in set(partitions):
+            for batch in self._unsettled.get(partition, ()):
+                if batch.finished is None:
+                    batch.finished = self.loop.create_future()
+                waits.append(batch.finished)
+        return waits
+
+    # -- timers ------------------------------------------------------------------------
+
+    def _arm_timer(self) -> None:
+        due = self.deadlines.next_deadline()
+        if due is None or (self._timer is not None and self._timer_at is not None
+                           and self._timer_at <= due):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        delay = max(due - self.now(), 0) / 1000
+        self._timer_at = due
+        self._timer = self.loop.call_later(delay, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = self._timer_at = None
+        now = self.now()
+        # One at a time, earliest first: firing one may cancel another that is
+        # also due.  A deadline armed meanwhile, even one already due (an
+        # initial delay of 0 extended by 0 ms), waits for the next turn: the
+        # requests that arrived in between come first, as in Kafka, whose
+        # timers run as operations queued behind them.
+        mark = self.deadlines.mark()
+        while (due := self.deadlines.pop_next_due(now, mark)) is not None:
+            (partition, key), payload = due
+            shard = self.shards.get(partition)
+            if shard is None:
+                continue
+            try:
+                self.run(partition, shard.fire(key, payload, now))
+            except Exception:
+                self.log.exception(f"{self.name}.timer_failed", partition=partition,
+                                   timer=str(key[0]))
+        self._arm_timer()
+
+    # -- loading and unloading -----------------------------------------------------------
+
+    def start(self) -> None:
+        """Serve every partition without data at once; replay the others in the
+        background."""
+        logs = self.broker.logs
+        with_data = []
+        for partition in range(self.partitions):
+            plog = logs.get(self.topic, partition)
+            if plog is not None and plog.log_end_offset > 0:
+                with_data.append(partition)
+                self.state[partition] = PartitionState.LOADING
+            else:
+                self._activate(partition)
+        task = self.loop.create_task(self._load_all(with_data), name=f"kcoord-{self.name}-load")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _load_all(self, partitions: list[int]) -> None:
+        began = time.monotonic()
+        totals: collections.Counter = collections.Counter()
+        for partition in partitions:
+            plog = self.broker.logs.get(self.topic, partition)
+            try:
+                loaded = await self.loop.run_in_executor(None, self._load, plog)
+            except Exception as exc:
+                self._load_failed(partition, plog, exc)
+                continue
+            totals.update(loaded.counts())
+            self._activate(partition, loaded)
+        self.loaded.set()
+        if self.failed:
+            self.log.error(f"{self.name}.partitions_not_served", partitions=self.failed,
+                           reason="their logs could not be loaded: their requests are "
+                                  "answered NOT_COORDINATOR and nothing is written to them")
+        if partitions:
+            self.log.info(f"{self.name}.loaded", partitions=len(partitions), **totals,
+                          elapsed_ms=round((time.monotonic() - began) * 1000, 1))
+
+    def _load_failed(self, partition: int, plog, exc: Exception) -> None:
+        """A partition that cannot be loaded whole is not served, loudly (as Kafka's
+        coordinator loader fails it): its newest records may lie past the
+        damage, so serving the rest would answer from older state, and writes
+        acknowledged after the damage would be cut by the next recovery."""
+        self.state[partition] = PartitionState.FAILED
+        if isinstance(exc, CorruptLogError):
+            self.log.error(f"{self.name}.load_failed", partition=partition, offset=exc.offset,
+                           segment=segment_name(exc.segment), position=exc.position,
+                           bytes_after=exc.bytes_after, log_end_offset=plog.log_end_offset,
+                           reason=f"{exc}; the partition is answered NOT_COORDINATOR "
+                                  "until the damage is repaired and the broker restarted")
+        else:
+            self.log.error(f"{self.name}.load_failed", partition=partition, exc_info=exc,
+                           reason="the partition is answered NOT_COORDINATOR")
+
+    def unload(self) -> None:
+        """The broker stops: every shard answers its parked requests (Kafka answers
+        them NOT_COORDINATOR, so their clients look elsewhere)."""
+        for partition, shard in self.active():
+            self.run(partition, shard.unload())
+
+    async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for partition in list(self._open):
+            self.flush(partition)
+        for task in list(self._tasks):
+            if not task.done():
+                try:
+                    await asyncio.wait_for(asyncio.shield(task), 5)
+                except (asyncio.TimeoutError, Exception):
+                    task.cancel()

@@ -1,0 +1,289 @@
+"""The coordinator runtime (``broker.runtime``) with a real log underneath:
+answers given a slice per turn of the loop, writes of a shard batched within
+the linger and answered only once durable, a failed append failing every
+write of its batch, refusals for partitions loading or not served, and one
+heap of timers for every shard."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker.groups.coordinator import CoordinatorConfig, JoinRequest
+from broker.groups.offsets import OffsetAndMetadata
+from broker.groups.service import GroupService
+from broker.runtime.outcome import Outcome, Write
+from broker.runtime.runtime import ANSWERS_PER_TURN, CoordinatorRuntime, PartitionState
+from protocol.errors import ErrorCode as E
+from storage.config import LogConfig
+from storage.layout import OFFSETS_TOPIC
+from storage.manager import LogManager
+from tests.broker.group_harness import subscription
+
+
+class _Waiters:
+    def __init__(self):
+        self.notified = []
+
+    def notify(self, key):
+        self.notified.append(key)
+
+
+class FakeBroker:
+    """What the runtime asks of the broker: the logs, a topic's config and the
+    fetch waiters it wakes after an append."""
+
+    def __init__(self, path, flush_policy="never"):
+        self.logs = LogManager(str(path), LogConfig(flush_policy=flush_policy))
+        self.fetch_waiters = _Waiters()
+
+    def log_config(self, topic):
+        return None
+
+    def batches(self, partition: int) -> list[bytes]:
+        plog = self.logs.get(OFFSETS_TOPIC, partition)
+        return [] if plog is None else list(plog.verified_batches())
+
+
+class Shard:
+    """A shard that answers what it is told and records its timers firing."""
+
+    def __init__(self, partition, timers, now, refusal):
+        self.partition, self.timers, self.refusal = partition, timers, refusal
+        self.fired = []
+        self.settled = []
+
+    def put(self, ticket, key: bytes, now):
+        if self.refusal is not None:
+            return Outcome().answer(ticket, self.refusal)
+
+        def done(error, now, key=key):
+            self.settled.append((key, error))
+            return Outcome().answer(ticket, (key, error))
+        return Outcome(writes=[Write([(key, b"v")], done)])
+
+    def fire(self, key, payload, now):
+        self.fired.append((key, now))
+        return None
+
+    def install(self, loaded, now):
+        return Outcome()
+
+    def unload(self):
+        return Outcome()
+
+
+def _runtime(broker, linger_ms=-1, partitions=3):
+    runtime = CoordinatorRuntime(broker, name="test", topic=OFFSETS_TOPIC,
+                                 partitions=partitions, new_shard=Shard, load=lambda plog: None,
+                                 linger_ms=linger_ms)
+    runtime.start()
+    return runtime
+
+
+async def _turns(tickets, turns: int) -> list[int]:
+    done = []
+    for _ in range(turns):
+        done.append(sum(t.done() for t in tickets))
+        await asyncio.sleep(0)
+    return done
+
+
+# -- answers ---------------------------------------------------------------------------
+
+
+async def test_a_few_answers_are_given_at_once(tmp_path):
+    runtime = _runtime(FakeBroker(tmp_path))
+    loop = asyncio.get_running_loop()
+    tickets = [loop.create_future() for _ in range(ANSWERS_PER_TURN)]
+    runtime.run(0, Outcome(answers=[(t, i) for i, t in enumerate(tickets)]))
+    assert [t.result() for t in tickets] == list(range(ANSWERS_PER_TURN))
+
+
+async def test_many_answers_are_given_a_slice_per_turn_in_order(tmp_path):
+    runtime = _runtime(FakeBroker(tmp_path))
+    loop = asyncio.get_running_loop()
+    many = [loop.create_future() for _ in range(3 * ANSWERS_PER_TURN + 8)]
+    runtime.run(0, Outcome(answers=[(t, i) for i, t in enumerate(many)]))
+    # A small outcome that comes meanwhile waits its turn behind them.
+    later = [loop.create_future() for _ in range(2)]
+    runtime.run(1, Outcome(answers=[(t, "later") for t in later]))
+    assert not any(t.done() for t in later)
+    assert await _turns(many, 6) == [0, 64, 128, 192, 200, 200]
+    assert [t.result() for t in many] == list(range(len(many)))
+    assert [t.result() for t in later] == ["later", "later"]
+    # Once the queue is empty, a few answers are given at once again.
+    again = loop.create_future()
+    runtime.run(0, Outcome(answers=[(again, "now")]))
+    assert again.result() == "now"
+
+
+async def test_an_answer_already_given_is_left_alone(tmp_path):
+    runtime = _runtime(FakeBroker(tmp_path))
+    loop = asyncio.get_running_loop()
+    tickets = [loop.create_future() for _ in range(2 * ANSWERS_PER_TURN)]
+    tickets[5].set_result("first")
+    tickets[100].cancel()  # the connection went away
+    runtime.run(0, Outcome(answers=[(t, "second") for t in tickets]))
+    await _turns(tickets, 3)
+    assert tickets[5].result() == "first"
+    assert tickets[100].cancelled()
+    assert all(t.result() == "second" for i, t in enumerate(tickets) if i not in (5, 100))
+
+
+# -- batched writes ----------------------------------------------------------------------
+
+
+async def test_writes_issued_in_one_turn_are_one_batch_answered_after_it(tmp_path):
+    broker = FakeBroker(tmp_path)
+    runtime = _runtime(broker)  # adaptive linger
+    tickets = [runtime.write(1, Shard.put, b"k%d" % i) for i in range(5)]
+    other = runtime.write(2, Shard.put, b"elsewhere")
+    assert not any(t.done() for t in tickets)  # nothing is answered before its append
+    assert runtime.writes_in_flight([1]) and not runtime.writes_in_flight([0])
+    await asyncio.sleep(0)
+    assert [t.result() for t in tickets] == [(b"k%d" % i, E.NONE) for i in range(5)]
+    assert other.result() == (b"elsewhere", E.NONE)
+    assert len(broker.batches(1)) == 1 and len(broker.batches(2)) == 1
+    assert broker.logs.get(OFFSETS_TOPIC, 1).log_end_offset == 5
+    assert runtime.writes_in_flight([1, 2]) == []
+    # The next turn's writes are the next batch.
+    runtime.write(1, Shard.put, b"later")
+    await asyncio.sleep(0)
+    assert len(broker.batches(1)) == 2
+
+
+async def test_with_no_linger_every_write_is_its_own_append(tmp_path):
+    broker = FakeBroker(tmp_path)
+    runtime = _runtime(broker, linger_ms=0)
+    tickets = [runtime.write(1, Shard.put, b"k%d" % i) for i in range(3)]
+    assert all(t.done() for t in tickets)  # durable when written, under the default policy
+    assert len(broker.batches(1)) == 3
+
+
+async def test_a_linger_holds_the_batch_open_that_long(tmp_path):
+    broker = FakeBroker(tmp_path)
+    runtime = _runtime(broker, linger_ms=50)
+    first = runtime.write(1, Shard.put, b"a")
+    await asyncio.sleep(0.01)
+    second = runtime.write(1, Shard.put, b"b")
+    assert not first.done()
+    await asyncio.wait_for(asyncio.gather(first, second), 5)
+    assert len(broker.batches(1)) == 1
+
+
+async def test_a_batch_closes_before_it_outgrows_its_size(tmp_path, monkeypatch):
+    import broker.runtime.runtime as rt
+    monkeypatch.setattr(rt, "MAX_BATCH_BYTES", 150)
+    broker = FakeBroker(tmp_path)
+    runtime = _runtime(broker)
+    tickets = [runtime.write(1, Shard.put, b"k" * 40) for _ in range(4)]
+    await asyncio.sleep(0)
+    assert all(t.done() for t in tickets)
+    assert len(broker.batches(1)) == 2  # a write costs 65 bytes: two fit in 150, not three
+
+
+async def test_under_fsync_batch_the_answers_wait_for_the_fsync(tmp_path):
+    broker = FakeBroker(tmp_path, flush_policy="batch")
+    runtime = _runtime(broker)
+    tickets = [runtime.write(1, Shard.put, b"k%d" % i) for i in range(3)]
+    await asyncio.wait_for(asyncio.gather(*tickets), 5)
+    assert [t.result()[1] for t in tickets] == [E.NONE] * 3
+    assert len(broker.batches(1)) == 1
+
+
+async def test_a_failed_append_fails_every_write_of_its_batch(tmp_path):
+    broker = FakeBroker(tmp_path)
+    runtime = _runtime(broker)
+    runtime.write(1, Shard.put, b"first")  # creates the partition's log
+    await asyncio.sleep(0)
+    broker.logs.get(OFFSETS_TOPIC, 1).close()
+    tickets = [runtime.write(1, Shard.put, b"k%d" % i) for i in range(3)]
+    await asyncio.sleep(0)
+    errors = [t.result()[1] for t in tickets]
+    assert len(set(errors)) == 1 and errors[0] is not E.NONE
+    assert runtime.writes_in_flight([1]) == []
+
+
+async def test_stop_appends_the_open_batch_before_it_returns(tmp_path):
+    broker = FakeBroker(tmp_path)
+    runtime = _runtime(broker, linger_ms=60_000)
+    ticket = runtime.write(1, Shard.put, b"k")
+    await runtime.stop()
+    assert ticket.result() == (b"k", E.NONE)
+
+
+# -- refusals and timers --------------------------------------------------------------------
+
+
+async def test_partitions_loading_or_failed_are_refused_and_never_written(tmp_path):
+    broker = FakeBroker(tmp_path)
+    runtime = _runtime(broker)
+    runtime.state[1] = PartitionState.LOADING
+    del runtime.shards[1]
+    runtime.state[2] = PartitionState.FAILED
+    del runtime.shards[2]
+    assert runtime.write(1, Shard.put, b"k").result() == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert runtime.write(2, Shard.put, b"k").result() == E.NOT_COORDINATOR
+    assert runtime.write(7, Shard.put, b"k").result() == E.NOT_COORDINATOR  # not this broker's
+    assert runtime.loading and runtime.failed == [2]
+    await asyncio.sleep(0)
+    assert broker.batches(1) == broker.batches(2) == []
+
+
+async def test_one_heap_fires_every_shard_s_timers_on_its_own_shard(tmp_path):
+    runtime = _runtime(FakeBroker(tmp_path))
+    now = runtime.now()
+    runtime.shards[0].timers.schedule(("a",), now + 20)
+    runtime.shards[2].timers.schedule(("a",), now + 10)
+    runtime.shards[2].timers.schedule(("b",), now + 60_000)
+    runtime.run(0, Outcome())  # arms the loop timer
+    assert ("a",) in runtime.shards[0].timers and ("a",) in runtime.shards[2].timers
+    assert len(runtime.deadlines) == 3
+    await asyncio.sleep(0.1)
+    assert [k for k, _ in runtime.shards[0].fired] == [("a",)]
+    assert [k for k, _ in runtime.shards[2].fired] == [("a",)]
+    assert runtime.shards[1].fired == []
+    assert runtime.shards[2].timers.deadline(("b",)) == now + 60_000
+
+
+# -- the group coordinator on it ----------------------------------------------------------
+
+
+async def test_groups_of_different_partitions_live_in_different_shards(tmp_path):
+    groups = GroupService(FakeBroker(tmp_path), CoordinatorConfig(partitions=5))
+    groups.start()
+    names = ["g0", "g1", "g2", "g3", "g4", "g5"]
+    partitions = {groups.partition_for(n) for n in names}
+    assert len(partitions) > 1
+    for name in names:
+        ticket = groups.join(JoinRequest(name, "", "consumer", [("range", subscription("t"))],
+                                         10_000, 30_000))
+        assert ticket.result()["error_code"] == E.MEMBER_ID_REQUIRED
+    await asyncio.sleep(0)
+    for name in names:
+        shard = groups.runtime.shards[groups.partition_for(name)]
+        assert name in shard.groups and groups.group(name) is shard.groups[name]
+    code, listed = groups.list_groups([], [])
+    assert code == E.NONE and sorted(g["group_id"] for g in listed) == names
+    answer = await groups.delete_groups(["g0", "g3", "nope"])
+    assert answer == {"g0": E.NONE, "g3": E.NONE, "nope": E.GROUP_ID_NOT_FOUND}
+    groups.runtime.state[0] = PartitionState.LOADING
+    assert groups.list_groups([], []) == (E.COORDINATOR_LOAD_IN_PROGRESS, [])
+    await groups.stop()
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+async def test_delete_groups_answers_once_every_shard_has(tmp_path, partitions):
+    groups = GroupService(FakeBroker(tmp_path), CoordinatorConfig(partitions=partitions))
+    groups.start()
+    names = [f"simple-{i}" for i in range(6)]
+    offsets = {("t", 0): OffsetAndMetadata(1, -1, "")}
+    for name in names:
+        assert (await groups.commit(name, -1, "", None, offsets, version=8,
+                                    retention_ms=-1)) == {("t", 0): E.NONE}
+    ticket = groups.delete_groups(names)
+    assert not ticket.done()  # the tombstones are not written yet
+    assert await ticket == {name: E.NONE for name in names}
+    assert all(groups.group(name) is None for name in names)
