@@ -1,0 +1,1 @@
+"""The coordinator runtime: the engine every coordinator runs on, as shards per partition."""
