@@ -204,3 +204,27 @@ def test_groups_and_offsets_survive_a_broker_restart(make_broker, tmp_path):
     assert after == before == {"group-survives": "Empty", "simple-survives": "Empty"}
     assert _committed(again.bootstrap, "group-survives", topic) == {p: 5 for p in range(6)}
     assert {(tp.partition, m.offset, m.metadata) for tp, m in offsets.items()} == {(1, 3, "note")}
+
+
+def test_under_kafka_s_defaults_a_kafka_python_leader_and_a_confluent_member_settle(make_broker):
+    """A group led by kafka-python, joined by confluent-kafka (range assignor),
+    under Kafka's defaults (initial delay 3 s, the adaptive append linger):
+    one rebalance, then the generation stays as it is while both poll."""
+    node = make_broker(kafka_defaults=True)
+    topic, group = "settle", "group-settle"
+    _topic(node.bootstrap, topic)
+    leader = CLIENTS["kafka-python"](node.bootstrap, group, topic).start()
+    members = [leader]
+    try:
+        _until(lambda: leader.assignment == set(range(PARTITIONS)), 30, "the leader alone")
+        members.append(CLIENTS["confluent-kafka"](node.bootstrap, group, topic).start())
+        _until(lambda: _owned_once(members), 30, "each partition owned exactly once")
+        generation = node.call(lambda: node.broker.groups.group(group).generation)
+        held = [set(m.assignment) for m in members]
+        time.sleep(4)  # more than a heartbeat interval of each: a rebalance would show
+        assert node.call(lambda: node.broker.groups.group(group).generation) == generation
+        assert [m.assignment for m in members] == held
+    finally:
+        for m in members:
+            m.stop()
+    assert all(m.error is None for m in members)
