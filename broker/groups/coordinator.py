@@ -30,12 +30,12 @@ import functools
 import itertools
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import structlog
 
 from broker.groups.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member
+from broker.groups.loader import LoadedPartition
 from broker.groups.offsets import OffsetAndMetadata, OffsetStore
 from broker.runtime.outcome import Outcome, Write
 from broker.runtime.timers import Deadlines
@@ -1300,7 +1300,7 @@ class GroupCoordinator:
 
     # == loading (CoordinatorLoader and replay) ===============================================
 
-    def install(self, loaded: "LoadedPartition", now: int) -> Outcome:
+    def install(self, loaded: LoadedPartition, now: int) -> Outcome:
         """Take over the groups and offsets replayed from the partition's log."""
         out = Outcome()
         if loaded.skipped:
@@ -1320,56 +1320,3 @@ class GroupCoordinator:
                 out.merge(self._prepare_rebalance(
                     group, "loaded with more members than group.max.size", now))
         return out
-
-
-@dataclass
-class LoadedPartition:
-    groups: dict[str, Group] = field(default_factory=dict)
-    offsets: dict[str, dict] = field(default_factory=dict)
-    records: int = 0
-    skipped: int = 0  # unknown record types (KIP-848 and share-group records)
-    unreadable: int = 0
-
-    def counts(self) -> dict[str, int]:
-        return {"groups": len(self.groups), "records": self.records}
-
-
-def replay(records: Iterable[tuple[bytes, bytes | None]]) -> LoadedPartition:
-    """Rebuild the groups and offsets of one ``__consumer_offsets`` partition from
-    its records, in log order: the last record of a key wins, tombstones remove
-    (GroupMetadataManager.loadGroupsAndOffsets).  Pure: safe in a worker thread."""
-    loaded = LoadedPartition()
-    # The last record of each key is all that counts: keep the raw bytes of the
-    # last one per key (no decoding), then decode only those.  Offset-commit keys
-    # v0 and v1 have the same body: one logical key.
-    latest: dict[bytes, bytes | None] = {}
-    for key, value in records:
-        loaded.records += 1
-        if key is None:
-            continue
-        if key[:2] == b"\x00\x00":
-            key = b"\x00\x01" + key[2:]
-        latest[key] = value
-    store = OffsetStore()
-    metadata: dict[str, Any] = {}
-    for key, value in latest.items():
-        if value is None and key[:2] == b"\x00\x01":
-            continue  # a deleted offset: nothing to decode
-        try:
-            kind, fields, decoded = store.replay(key, value)
-        except G.UnknownRecordType:
-            loaded.skipped += 1
-            continue
-        except Exception:  # an undecodable record costs itself, not the partition
-            loaded.unreadable += 1
-            continue
-        if kind == G.GROUP_METADATA:
-            metadata[fields.group] = decoded
-    for group_id, value in metadata.items():
-        if value is not None:
-            loaded.groups[group_id] = Group.from_record(group_id, value)
-    for group_id in store.groups:
-        if group_id not in loaded.groups:
-            loaded.groups[group_id] = Group(group_id, generation=0)  # a simple group
-    loaded.offsets = store.groups
-    return loaded

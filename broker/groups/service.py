@@ -13,18 +13,12 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.groups.coordinator import (
-    CoordinatorConfig,
-    GroupCoordinator,
-    JoinRequest,
-    LoadedPartition,
-    replay,
-)
+from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator, JoinRequest
 from broker.groups.group import Group
+from broker.groups.loader import load_partition
 from broker.groups.placement import coordinator_partition
 from broker.runtime.runtime import ADAPTIVE_LINGER, CoordinatorRuntime
 from protocol.errors import ErrorCode
-from protocol.records import batch_header, batch_payload, key_values
 from storage.layout import OFFSETS_TOPIC
 
 PLACEMENT_CACHE = 100_000  # group ids whose partition is remembered
@@ -164,17 +158,3 @@ def _merged(loop, tickets: list[asyncio.Future]) -> asyncio.Future:
         if not ticket.done():
             ticket.add_done_callback(settle)
     return merged
-
-
-def offsets_records(plog):
-    """Every (key, value) of a ``__consumer_offsets`` log, in order (control
-    batches hold no group records)."""
-    for data in plog.verified_batches():
-        header = batch_header(data, 0)
-        if header.is_control:
-            continue
-        yield from key_values(batch_payload(data, 0, header.size), header.records_count)
-
-
-def load_partition(plog) -> LoadedPartition:
-    return replay(offsets_records(plog))

@@ -90,7 +90,7 @@ def test_groups_of_a_loading_partition_wait_and_the_rest_are_served(make_broker,
 @pytest.mark.parametrize("garbage", [b"\x00\x01\xff", b"\x00\x02"])
 def test_an_unreadable_record_costs_itself_not_its_partition(garbage):
     from protocol import group_records as G
-    from broker.groups.coordinator import replay
+    from broker.groups.loader import replay
     good = (G.offset_commit_key("g", "t", 0), G.offset_commit_value(7, "", 1))
     loaded = replay([(garbage, b"\x00\x03junk"), good])
     assert loaded.unreadable == 1
@@ -101,7 +101,7 @@ def test_compaction_keeps_the_offsets_store_small_and_replays_the_same(tmp_path)
     """A commit storm on few keys: compacting ``__consumer_offsets`` keeps one record
     per key (tombstones too, for ``delete.retention.ms``), and replaying the
     compacted log gives the same groups and offsets as the whole log."""
-    from broker.groups.service import load_partition, offsets_records
+    from broker.groups.loader import load_partition, offsets_records
     from protocol import group_records as G
     from protocol.records import Record, build_batch
     from storage.config import LogConfig

@@ -42,8 +42,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.groups.coordinator import JoinRequest, replay
+from broker.groups.coordinator import JoinRequest
 from broker.groups.group import GroupState as S
+from broker.groups.loader import replay
 from broker.groups.offsets import OffsetAndMetadata
 from protocol import group_records as G
 from protocol.errors import ErrorCode as E
