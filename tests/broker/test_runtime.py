@@ -17,6 +17,7 @@ from broker.runtime.outcome import Outcome, Write
 from broker.runtime.runtime import ANSWERS_PER_TURN, CoordinatorRuntime, PartitionState
 from protocol.errors import ErrorCode as E
 from storage.config import LogConfig
+from storage.errors import KafkaStorageError, LogClosedError
 from storage.layout import OFFSETS_TOPIC
 from storage.manager import LogManager
 from tests.broker.group_harness import subscription
@@ -63,8 +64,19 @@ class Shard:
             return Outcome().answer(ticket, (key, error))
         return Outcome(writes=[Write([(key, b"v")], done)])
 
+    def put_twice(self, ticket, key: bytes, now):
+        """A write whose continuation writes again, as a group deletion does."""
+        def then(error, now, key=key):
+            return Outcome(writes=[Write([(key + b"-then", b"v")], lambda e, n: Outcome().answer(
+                ticket, (key, e)))])
+        return Outcome(writes=[Write([(key, b"v")], then)])
+
     def fire(self, key, payload, now):
-        self.fired.append((key, now))
+        self.fired.append((key, payload, now))
+        if key == ("boom",):
+            raise RuntimeError("a timer that fails")
+        if key == ("write",):
+            return Outcome(writes=[Write([(b"from-timer", b"v")])])
         return None
 
     def install(self, loaded, now):
@@ -173,15 +185,41 @@ async def test_a_linger_holds_the_batch_open_that_long(tmp_path):
     assert len(broker.batches(1)) == 1
 
 
-async def test_a_batch_closes_before_it_outgrows_its_size(tmp_path, monkeypatch):
+@pytest.mark.parametrize("value, cost", [(b"v" * 30, 94), (None, 64)])
+async def test_a_batch_closes_before_it_outgrows_its_size(tmp_path, monkeypatch, value, cost):
     import broker.runtime.runtime as rt
-    monkeypatch.setattr(rt, "MAX_BATCH_BYTES", 150)
+    monkeypatch.setattr(rt, "MAX_BATCH_BYTES", 2 * cost)  # a key of 40 bytes, 24 of overhead
     broker = FakeBroker(tmp_path)
     runtime = _runtime(broker)
-    tickets = [runtime.write(1, Shard.put, b"k" * 40) for _ in range(4)]
+    loop = asyncio.get_running_loop()
+    tickets = [loop.create_future() for _ in range(5)]
+    for ticket in tickets:
+        runtime.run(1, Outcome(writes=[Write([(b"k" * 40, value)], lambda e, n, t=ticket:
+                                             Outcome().answer(t, e))]))
     await asyncio.sleep(0)
-    assert all(t.done() for t in tickets)
-    assert len(broker.batches(1)) == 2  # a write costs 65 bytes: two fit in 150, not three
+    assert [t.result() for t in tickets] == [E.NONE] * 5
+    assert len(broker.batches(1)) == 3  # two writes fit exactly, a third does not
+    assert broker.logs.get(OFFSETS_TOPIC, 1).log_end_offset == 5
+
+
+async def test_a_continuation_s_writes_go_to_the_same_partition(tmp_path):
+    broker = FakeBroker(tmp_path)
+    runtime = _runtime(broker)
+    ticket = runtime.write(2, Shard.put_twice, b"k")
+    two = runtime.write(2, Shard.put, b"second")  # two writes in one batch: both appended
+    while not ticket.done():
+        await asyncio.sleep(0)
+    assert ticket.result() == (b"k", E.NONE) and two.result() == (b"second", E.NONE)
+    assert broker.logs.get(OFFSETS_TOPIC, 2).log_end_offset == 3
+    assert broker.batches(0) == broker.batches(1) == []
+    assert broker.fetch_waiters.notified == [(OFFSETS_TOPIC, 2)] * 2  # long polls wake
+
+
+async def test_a_linger_of_one_millisecond_flushes(tmp_path):
+    broker = FakeBroker(tmp_path)
+    runtime = _runtime(broker, linger_ms=1)
+    ticket = runtime.write(1, Shard.put, b"k")
+    assert (await asyncio.wait_for(ticket, 5)) == (b"k", E.NONE)
 
 
 async def test_under_fsync_batch_the_answers_wait_for_the_fsync(tmp_path):
@@ -202,8 +240,42 @@ async def test_a_failed_append_fails_every_write_of_its_batch(tmp_path):
     tickets = [runtime.write(1, Shard.put, b"k%d" % i) for i in range(3)]
     await asyncio.sleep(0)
     errors = [t.result()[1] for t in tickets]
-    assert len(set(errors)) == 1 and errors[0] is not E.NONE
+    assert errors == [LogClosedError.code] * 3  # the log was closed (its topic deleted)
     assert runtime.writes_in_flight([1]) == []
+
+
+@pytest.mark.parametrize("failure, code", [(OSError("disk gone"), E.KAFKA_STORAGE_ERROR),
+                                           (None, None)])
+async def test_a_failed_fsync_fails_every_write_it_covered(tmp_path, failure, code):
+    if failure is None:
+        failure = KafkaStorageError("log dir offline")
+        code = E.KAFKA_STORAGE_ERROR
+    broker = FakeBroker(tmp_path, flush_policy="batch")
+    runtime = _runtime(broker)
+    runtime.write(1, Shard.put, b"first")
+    await asyncio.sleep(0.05)
+    plog = broker.logs.get(OFFSETS_TOPIC, 1)
+
+    async def fails(rolled):
+        raise failure
+    plog.flusher.after_append = fails
+    tickets = [runtime.write(1, Shard.put, b"k%d" % i) for i in range(3)]
+    await asyncio.wait_for(asyncio.gather(*tickets), 5)
+    assert [t.result()[1] for t in tickets] == [code] * 3
+
+
+async def test_a_write_for_a_partition_not_served_fails_and_is_not_appended(tmp_path):
+    broker = FakeBroker(tmp_path)
+    runtime = _runtime(broker)
+    runtime.state[1] = PartitionState.FAILED
+    del runtime.shards[1]
+    loop = asyncio.get_running_loop()
+    ticket = loop.create_future()
+    runtime.run(1, Outcome(writes=[Write([(b"k", b"v")], lambda e, n: Outcome().answer(
+        ticket, e))]))
+    assert ticket.result() == E.NOT_LEADER_OR_FOLLOWER
+    await asyncio.sleep(0)
+    assert broker.batches(1) == []
 
 
 async def test_stop_appends_the_open_batch_before_it_returns(tmp_path):
@@ -242,10 +314,29 @@ async def test_one_heap_fires_every_shard_s_timers_on_its_own_shard(tmp_path):
     assert ("a",) in runtime.shards[0].timers and ("a",) in runtime.shards[2].timers
     assert len(runtime.deadlines) == 3
     await asyncio.sleep(0.1)
-    assert [k for k, _ in runtime.shards[0].fired] == [("a",)]
-    assert [k for k, _ in runtime.shards[2].fired] == [("a",)]
+    assert [k for k, _p, _n in runtime.shards[0].fired] == [("a",)]
+    assert [k for k, _p, _n in runtime.shards[2].fired] == [("a",)]
     assert runtime.shards[1].fired == []
     assert runtime.shards[2].timers.deadline(("b",)) == now + 60_000
+
+
+async def test_a_failing_timer_is_logged_and_the_others_still_fire(tmp_path):
+    broker = FakeBroker(tmp_path)
+    runtime = _runtime(broker)
+    now = runtime.now()
+    runtime.shards[0].timers.schedule(("boom",), now)
+    runtime.shards[1].timers.schedule(("write",), now + 1, payload="p")
+    runtime.deadlines.schedule((9, ("orphan",)), now)  # a partition with no shard
+    runtime.shards[2].timers.schedule(("late",), now + 60_000)
+    runtime.run(0, Outcome())
+    runtime.shards[2].timers.schedule(("early",), now + 2)  # re-arms the loop timer earlier
+    runtime.run(2, Outcome())
+    await asyncio.sleep(0.1)
+    assert [k for k, _p, _n in runtime.shards[0].fired] == [("boom",)]
+    assert runtime.shards[1].fired[0][:2] == (("write",), "p")
+    assert [k for k, _p, _n in runtime.shards[2].fired] == [("early",)]
+    await asyncio.sleep(0)
+    assert broker.logs.get(OFFSETS_TOPIC, 1).log_end_offset == 1  # the timer's write
 
 
 # -- the group coordinator on it ----------------------------------------------------------
