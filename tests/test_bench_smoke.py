@@ -56,7 +56,13 @@ def test_benchmarks_run_quick_and_print_their_figures():
                      r"ms\): \d+\.\d+ ms", out), out
     assert re.search(r"sync commits/s against a server that only answers: [\d,]+ over 1 "
                      r"connection \(the client's ceiling; mock/ceiling \d+\.\d+, "
-                     r"kcoord/ceiling \d+\.\d+\), [\d,]+ over 8", out), out
+                     r"kcoord/ceiling \d+\.\d+; goal 0\.7\), [\d,]+ over 8 .*kcoord/ceiling "
+                     r"\d+\.\d+, goal 0\.6\)", out), out
+    assert re.search(r"3 consumers started together +kcoord +\d+\.\d+ ms", out), out
+    for linger in (-1, 0, 5):
+        assert re.search(rf"group.coordinator.append.linger.ms={linger} +3 consumers started "
+                         r"together +\d+\.\d+ ms, sync commits/s +[\d,]+ over 1 connection, "
+                         r"+[\d,]+ over 8", out), out
     # Pipeline: the data source next to plain-Python decoding of the same log.
     assert re.search(r"plain Python, 1 core: +[\d,]+ records/s", out), out
     assert re.search(r"per record \(the query's fixed cost and the JIT taken out\): +[\d,]+ "
