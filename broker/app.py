@@ -12,7 +12,7 @@ import structlog
 
 from broker.apis import load_handlers
 from broker.config import BrokerConfig
-from broker.groups.coordinator import CoordinatorConfig
+from broker.groups.common import CoordinatorConfig
 from broker.groups.service import GroupService
 from broker.runtime.timers import WallClock
 from broker.listener import Listener

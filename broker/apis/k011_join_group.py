@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from broker.apis import api
 from broker.apis.group_support import client_host, when_answered
-from broker.groups.coordinator import JoinRequest
+from broker.groups.common import JoinRequest
 
 
 @api(key=11, versions=(0, 9))

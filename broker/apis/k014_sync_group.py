@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from broker.apis import api
 from broker.apis.group_support import when_answered
-from broker.groups.coordinator import sync_answer
+from broker.groups.common import sync_answer
 from protocol.errors import ErrorCode
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator, JoinRequest
+from broker.groups.common import CoordinatorConfig, JoinRequest
+from broker.groups.coordinator import GroupCoordinator
 from broker.groups.group import Group
 from broker.groups.loader import load_partition
 from broker.groups.placement import coordinator_partition

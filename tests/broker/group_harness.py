@@ -8,7 +8,9 @@ import itertools
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
-from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator, JoinRequest, Outcome
+from broker.groups.common import CoordinatorConfig, JoinRequest
+from broker.groups.coordinator import GroupCoordinator
+from broker.runtime.outcome import Outcome
 from broker.groups.offsets import OffsetAndMetadata
 from broker.runtime.timers import ManualClock
 from protocol.errors import ErrorCode as E

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.groups.coordinator import NEW_MEMBER_JOIN_TIMEOUT_MS
+from broker.groups.common import NEW_MEMBER_JOIN_TIMEOUT_MS
 from broker.groups.group import GroupState as S
 from protocol import group_records as G
 from protocol.errors import ErrorCode as E
@@ -836,7 +836,7 @@ def test_subscriptions_are_those_of_the_current_generation(h):
 
 
 def test_large_deletions_are_written_in_batches_under_the_size_limit(h):
-    from broker.groups.coordinator import WRITE_CHUNK_BYTES
+    from broker.groups.common import WRITE_CHUNK_BYTES
     partitions = {("gone", p): (1, "") for p in range(30_000)}
     h.commit("g", partitions)
     h.settle()

@@ -42,7 +42,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.groups.coordinator import JoinRequest
+from broker.groups.common import JoinRequest
 from broker.groups.group import GroupState as S
 from broker.groups.loader import replay
 from broker.groups.offsets import OffsetAndMetadata

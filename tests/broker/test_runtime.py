@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from broker.groups.coordinator import CoordinatorConfig, JoinRequest
+from broker.groups.common import CoordinatorConfig, JoinRequest
 from broker.groups.offsets import OffsetAndMetadata
 from broker.groups.service import GroupService
 from broker.runtime.outcome import Outcome, Write
