@@ -11,7 +11,9 @@ one rebalance.  Pure: no I/O, no clock (``now`` is given).
 
 from __future__ import annotations
 
+import functools
 import uuid
+from dataclasses import dataclass
 from collections.abc import Callable, Iterable
 
 import structlog
@@ -351,29 +353,27 @@ class GroupMetadataManager:
             record = (G.group_metadata_key(group.group_id), G.group_metadata_value(
                 {"protocol_type": "", "generation": 0, "protocol": None, "leader": None,
                  "current_state_timestamp": now, "members": []}))
-            out.writes.append(Write([record],
-                                          self._created_group_write_done(group)))
+            out.writes.append(Write([record], functools.partial(self._group_created, group)))
         return out
 
-    def _created_group_write_done(self, group: Group):
-        def done(error: E, now: int) -> Outcome:
-            out = Outcome()
-            if error is E.NONE:
-                return out
-            # Kafka reverts the creation: the group and its parked joins are gone.
-            log.warning("group.write_failed", group_id=group.group_id, error=error.name,
-                        record="new empty group", generation=group.generation,
-                        reason="the new group could not be stored: it is dropped and its "
-                               "joins answered with the error")
-            for member in list(group.members.values()):
-                if member.awaiting_join is not None:
-                    out.answer(member.awaiting_join, join_error(map_write_error(error)))
-                    group.set_awaiting_join(member, None)
-            if group.state is not S.DEAD:
-                group.transition_to(S.DEAD, now)
-            self.forget_group(group)
+    def _group_created(self, group: Group, error: E, now: int) -> Outcome:
+        """A group created by JoinGroup is durable, or its record failed: then Kafka
+        reverts the creation, and the group and its parked joins are gone."""
+        out = Outcome()
+        if error is E.NONE:
             return out
-        return done
+        log.warning("group.write_failed", group_id=group.group_id, error=error.name,
+                    record="new empty group", generation=group.generation,
+                    reason="the new group could not be stored: it is dropped and its "
+                           "joins answered with the error")
+        for member in list(group.members.values()):
+            if member.awaiting_join is not None:
+                out.answer(member.awaiting_join, join_error(map_write_error(error)))
+                group.set_awaiting_join(member, None)
+        if group.state is not S.DEAD:
+            group.transition_to(S.DEAD, now)
+        self.forget_group(group)
+        return out
 
     def _accept_joining_member(self, group: Group, member_id: str) -> bool:
         limit = self.config.max_group_size
@@ -556,43 +556,50 @@ class GroupMetadataManager:
             if group.select_protocol() != group.protocol_name:
                 return out.merge(self._rebalance_or_complete(
                     group, f"static member {new_id} changed the group's protocol", now))
-            def done(error: E, now: int) -> Outcome:
-                result = Outcome()
-                if member.awaiting_join is not ticket:
-                    return result
-                group.set_awaiting_join(member, None)
-                if error is not E.NONE:
-                    log.warning("group.write_failed", group_id=group.group_id,
-                                error=error.name, record="static member replacement",
-                                member_id=new_id, generation=group.generation,
-                                reason=f"the replacement could not be stored: member "
-                                       f"{old_id} keeps group.instance.id "
-                                       f"{req.group_instance_id!r}")
-                    if group.members.get(new_id) is member:
-                        group.update_protocols(member, old[0])
-                        member.rebalance_timeout_ms, member.session_timeout_ms = old[1], old[2]
-                        self._move_member(group, member, old_id)
-                        self._cancel_session(group, new_id)
-                        self.arm_session(group, member, now)
-                    answer = join_error(map_write_error(error))
-                    answer.update(generation_id=group.generation,
-                                  protocol_type=group.protocol_type,
-                                  protocol_name=group.protocol_name, leader=current_leader)
-                    return result.answer(ticket, answer)
-                if req.version >= 9:
-                    is_leader = group.leader_id == new_id
-                    return result.answer(ticket, self._join_success(
-                        group, new_id, self._member_list(group) if is_leader else [],
-                        skip_assignment=is_leader))
-                return result.answer(ticket, self._join_success(group, new_id, [],
-                                                                leader=current_leader))
-
-            out.writes.append(Write([self._group_record(group)], done))
+            replaced = _StaticReplacement(ticket, req, member, old_id, new_id, old,
+                                          current_leader)
+            out.writes.append(Write([self._group_record(group)], functools.partial(
+                self._static_member_replaced, group, replaced)))
             return out
         if group.state is S.COMPLETING_REBALANCE:
             return out.merge(self._prepare_rebalance(
                 group, f"static member {new_id} replaced {old_id} during the sync phase", now))
         return out.merge(self._maybe_complete_join(group, now))
+
+    def _static_member_replaced(self, group: Group, r: "_StaticReplacement", error: E,
+                                now: int) -> Outcome:
+        """A static member's replacement is durable, or failed: then the old member
+        keeps its group.instance.id, as the log has it."""
+        result = Outcome()
+        member, ticket = r.member, r.ticket
+        if member.awaiting_join is not ticket:
+            return result
+        group.set_awaiting_join(member, None)
+        if error is not E.NONE:
+            log.warning("group.write_failed", group_id=group.group_id,
+                        error=error.name, record="static member replacement",
+                        member_id=r.new_id, generation=group.generation,
+                        reason=f"the replacement could not be stored: member "
+                               f"{r.old_id} keeps group.instance.id "
+                               f"{r.req.group_instance_id!r}")
+            if group.members.get(r.new_id) is member:
+                group.update_protocols(member, r.old[0])
+                member.rebalance_timeout_ms, member.session_timeout_ms = r.old[1], r.old[2]
+                self._move_member(group, member, r.old_id)
+                self._cancel_session(group, r.new_id)
+                self.arm_session(group, member, now)
+            answer = join_error(map_write_error(error))
+            answer.update(generation_id=group.generation,
+                          protocol_type=group.protocol_type,
+                          protocol_name=group.protocol_name, leader=r.current_leader)
+            return result.answer(ticket, answer)
+        if r.req.version >= 9:
+            is_leader = group.leader_id == r.new_id
+            return result.answer(ticket, self._join_success(
+                group, r.new_id, self._member_list(group) if is_leader else [],
+                skip_assignment=is_leader))
+        return result.answer(ticket, self._join_success(group, r.new_id, [],
+                                                        leader=r.current_leader))
 
     @staticmethod
     def _move_member(group: Group, member: Member, new_id: str) -> None:
@@ -661,37 +668,43 @@ class GroupMetadataManager:
 
         self._assigning[group_id] = generation
 
-        def done(error: E, now: int) -> Outcome:
-            result = Outcome()
-            if self._assigning.get(group_id) == generation:
-                del self._assigning[group_id]
-            if group.state is not S.COMPLETING_REBALANCE or group.generation != generation:
-                return result
-            if error is not E.NONE:
-                code = map_write_error(error)
-                log.warning("group.write_failed", group_id=group_id, error=error.name,
-                            record="assignment", generation=generation,
-                            reason="the assignment could not be stored: the members are "
-                                   "told the error and the group rebalances")
-                self._propagate_assignment_error(group, code, result, now)
-                return result.merge(self._rebalance_or_complete(
-                    group, f"the assignment could not be stored ({code.name})", now))
-            for m in group.members.values():
-                m.assignment = assignment.get(m.member_id, b"")
-                if m.awaiting_sync is not None:
-                    result.answer(m.awaiting_sync, sync_answer(
-                        E.NONE, m.assignment, group.protocol_type, group.protocol_name))
-                    m.awaiting_sync = None
-                    self.arm_session(group, m, now)
-            group.transition_to(S.STABLE, now)
-            log.info("group.stable", group_id=group_id, generation=group.generation,
-                     members=len(group.members), protocol=group.protocol_name,
-                     leader=group.leader_id,
-                     reason="the leader's assignment is durable; every member gets its own")
-            return result
-
-        out.writes.append(Write([self._group_record(group, assignment)], done))
+        out.writes.append(Write([self._group_record(group, assignment)], functools.partial(
+            self._assignment_written, group, generation, assignment)))
         return out
+
+    def _assignment_written(self, group: Group, generation: int, assignment: dict[str, bytes],
+                            error: E, now: int) -> Outcome:
+        """The leader's assignment is durable: every member waiting gets its own and
+        the group is Stable.  If it failed, the members are told and the group
+        rebalances.  Either is moot if the generation moved on meanwhile."""
+        result = Outcome()
+        group_id = group.group_id
+        if self._assigning.get(group_id) == generation:
+            del self._assigning[group_id]
+        if group.state is not S.COMPLETING_REBALANCE or group.generation != generation:
+            return result
+        if error is not E.NONE:
+            code = map_write_error(error)
+            log.warning("group.write_failed", group_id=group_id, error=error.name,
+                        record="assignment", generation=generation,
+                        reason="the assignment could not be stored: the members are "
+                               "told the error and the group rebalances")
+            self._propagate_assignment_error(group, code, result, now)
+            return result.merge(self._rebalance_or_complete(
+                group, f"the assignment could not be stored ({code.name})", now))
+        for m in group.members.values():
+            m.assignment = assignment.get(m.member_id, b"")
+            if m.awaiting_sync is not None:
+                result.answer(m.awaiting_sync, sync_answer(
+                    E.NONE, m.assignment, group.protocol_type, group.protocol_name))
+                m.awaiting_sync = None
+                self.arm_session(group, m, now)
+        group.transition_to(S.STABLE, now)
+        log.info("group.stable", group_id=group_id, generation=group.generation,
+                 members=len(group.members), protocol=group.protocol_name,
+                 leader=group.leader_id,
+                 reason="the leader's assignment is durable; every member gets its own")
+        return result
 
     def _sync_received(self, group: Group, member_id: str) -> None:
         group.pending_sync.discard(member_id)
@@ -859,3 +872,16 @@ class GroupMetadataManager:
                     out.answer(member.awaiting_sync, sync_answer(E.NOT_COORDINATOR))
                     member.awaiting_sync = None
         return out
+
+
+@dataclass(slots=True)
+class _StaticReplacement:
+    """A static member's replacement waiting for its record: what to answer, and
+    what to restore if the record fails."""
+    ticket: object
+    req: JoinRequest
+    member: Member
+    old_id: str
+    new_id: str
+    old: tuple  # (protocols, rebalance timeout, session timeout) before the replacement
+    current_leader: str | None

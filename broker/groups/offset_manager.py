@@ -107,19 +107,22 @@ class OffsetMetadataManager:
         records = OffsetStore.commit_records(group_id, stored)
         seq = self._issue(group_id, stored)
 
-        def done(error: E, now: int) -> Outcome:
-            result = Outcome()
-            latest = self._settle(group_id, seq, stored, error)
-            if self.groups.get(group_id) is group:
-                self.offsets.apply(group_id, latest)
-            if error is not E.NONE:
-                code = map_write_error(error)
-                return result.answer(ticket, {tp: code if tp in stored else c
-                                              for tp, c in answer.items()})
-            return result.answer(ticket, answer)
-
-        out.writes.append(Write(records, done))
+        out.writes.append(Write(records, functools.partial(
+            self._committed, ticket, group, seq, stored, answer)))
         return out
+
+    def _committed(self, ticket, group: Group, seq: int, stored: dict, answer: dict,
+                   error: E, now: int) -> Outcome:
+        """A commit is durable, or failed: the offsets become what the log holds,
+        unless a later write of the same partitions was issued meanwhile."""
+        group_id = group.group_id
+        latest = self._settle(group_id, seq, stored, error)
+        if self.groups.get(group_id) is group:
+            self.offsets.apply(group_id, latest)
+        if error is not E.NONE:
+            code = map_write_error(error)
+            answer = {tp: code if tp in stored else c for tp, c in answer.items()}
+        return Outcome().answer(ticket, answer)
 
     def _issue(self, group_id: str, partitions) -> int:
         """Register an offset write of ``partitions``; returns its sequence."""
@@ -157,15 +160,15 @@ class OffsetMetadataManager:
         partitions = list(partitions)
         seq = self._issue(group_id, partitions)
         self.offsets.apply(group_id, {tp: None for tp in partitions})
-        changes = {tp: None for tp in partitions}
+        return chunked_writes(self._offset_tombstones(group_id, partitions), functools.partial(
+            self._offsets_deleted, group_id, seq, partitions, done))
 
-        def settled(error: E, now: int) -> Outcome:
-            latest = self._settle(group_id, seq, changes, error)
-            if group_id in self.groups:
-                self.offsets.apply(group_id, latest)
-            return done(error, now) if done is not None else Outcome()
-
-        return chunked_writes(self._offset_tombstones(group_id, partitions), settled)
+    def _offsets_deleted(self, group_id: str, seq: int, partitions, done, error: E,
+                         now: int) -> Outcome:
+        latest = self._settle(group_id, seq, dict.fromkeys(partitions), error)
+        if group_id in self.groups:
+            self.offsets.apply(group_id, latest)
+        return done(error, now) if done is not None else Outcome()
 
     # == OffsetFetch ====================================================================
 
@@ -229,13 +232,15 @@ class OffsetMetadataManager:
         if not deleted:
             return out.answer(ticket, (E.NONE, answer))
 
-        def done(error: E, now: int) -> Outcome:
-            if error is not E.NONE:
-                return Outcome().answer(ticket, (map_write_error(error), {}))
-            return Outcome().answer(ticket, (E.NONE, answer))
-
-        out.writes.extend(self._delete_offsets_now(group_id, deleted, done))
+        out.writes.extend(self._delete_offsets_now(group_id, deleted, functools.partial(
+            self._offset_delete_answer, ticket, answer)))
         return out
+
+    @staticmethod
+    def _offset_delete_answer(ticket, answer: dict, error: E, now: int) -> Outcome:
+        if error is not E.NONE:
+            return Outcome().answer(ticket, (map_write_error(error), {}))
+        return Outcome().answer(ticket, (E.NONE, answer))
 
     def delete_topic_offsets(self, topics: set[str], now: int) -> Outcome:
         """A deleted topic's committed offsets get tombstones in every group."""
