@@ -300,8 +300,10 @@ def echo_server():
         proc.join(10)
 
 
-def spawn_broker(data_dir: str, *extra: str, timeout: float = 30) -> tuple[subprocess.Popen, dict]:
-    """``python -m broker.cli serve --port 0``; returns the process and its ``broker.started`` event."""
+def spawn_broker(data_dir: str, *extra: str, timeout: float = 30,
+                 events: list | None = None) -> tuple[subprocess.Popen, dict]:
+    """``python -m broker.cli serve --port 0``; returns the process and its ``broker.started``
+    event.  ``events``, if given, receives every later log event (parsed) as it comes."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "broker.cli", "serve", "--host", HOST, "--port", "0",
          "--data-dir", data_dir, "--log-format", "json", *extra],
@@ -319,7 +321,7 @@ def spawn_broker(data_dir: str, *extra: str, timeout: float = 30) -> tuple[subpr
                 continue
             if event.get("event") == "broker.started":
                 # Keep draining the log so the broker never blocks on a full pipe.
-                threading.Thread(target=proc.stdout.read, daemon=True).start()
+                threading.Thread(target=_drain, args=(proc.stdout, events), daemon=True).start()
                 return proc, event
     finally:
         watchdog.cancel()
@@ -337,11 +339,23 @@ def stop_broker(proc: subprocess.Popen) -> None:
             proc.wait(10)
 
 
+def _drain(stream, events: list | None) -> None:
+    if events is None:
+        stream.read()
+        return
+    for line in stream:
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue
+
+
 @contextmanager
-def broker_server(*extra: str):
-    """A broker process on a fresh data dir; ``extra``: more ``kcoord serve`` arguments."""
+def broker_server(*extra: str, events: list | None = None):
+    """A broker process on a fresh data dir; ``extra``: more ``kcoord serve`` arguments;
+    ``events``: a list that receives its log events."""
     with tempfile.TemporaryDirectory(prefix="kcoord-bench-") as data_dir:
-        proc, event = spawn_broker(data_dir, *extra)
+        proc, event = spawn_broker(data_dir, *extra, events=events)
         try:
             yield event["port"], proc.pid
         finally:

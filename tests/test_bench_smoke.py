@@ -59,6 +59,8 @@ def test_benchmarks_run_quick_and_print_their_figures():
                      r"kcoord/ceiling \d+\.\d+; goal 0\.7\), [\d,]+ over 8 .*kcoord/ceiling "
                      r"\d+\.\d+, goal 0\.6\)", out), out
     assert re.search(r"3 consumers started together +kcoord +\d+\.\d+ ms", out), out
+    assert re.search(r"while __consumer_offsets is compacted under a commit storm \(\d+ "
+                     r"compactions, the longest \d+ ms\): \d+\.\d+ ms", out), out
     for linger in (-1, 0, 5):
         assert re.search(rf"group.coordinator.append.linger.ms={linger} +3 consumers started "
                          r"together +\d+\.\d+ ms, sync commits/s +[\d,]+ over 1 connection, "
