@@ -147,3 +147,66 @@ def decompress(codec: int, data) -> bytes:
     except KeyError:
         raise UnsupportedCodecError(f"unknown compression codec {codec}") from None
     return fn(data)
+
+
+# --- LZ4 frames from Kafka 0.8/0.9 (magic 0) ----------------------------------------
+
+_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+_M32 = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """xxHash32, used only for the few bytes of an LZ4 frame descriptor."""
+    n = len(data)
+    pos = 0
+    if n >= 16:
+        v = [(seed + _P1 + _P2) & _M32, (seed + _P2) & _M32, seed & _M32, (seed - _P1) & _M32]
+        while pos + 16 <= n:
+            for i in range(4):
+                (lane,) = struct.unpack_from("<I", data, pos + 4 * i)
+                v[i] = (_rotl((v[i] + lane * _P2) & _M32, 13) * _P1) & _M32
+            pos += 16
+        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M32
+    else:
+        h = (seed + _P5) & _M32
+    h = (h + n) & _M32
+    while pos + 4 <= n:
+        (lane,) = struct.unpack_from("<I", data, pos)
+        h = (_rotl((h + lane * _P3) & _M32, 17) * _P4) & _M32
+        pos += 4
+    while pos < n:
+        h = (_rotl((h + data[pos] * _P5) & _M32, 11) * _P1) & _M32
+        pos += 1
+    h ^= h >> 15
+    h = (h * _P2) & _M32
+    h ^= h >> 13
+    h = (h * _P3) & _M32
+    h ^= h >> 16
+    return h
+
+
+def _lz4_descriptor_end(frame: bytes) -> int:
+    flg = frame[4]
+    return 4 + 2 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+
+
+def lz4_compress_broken_checksum(data: bytes) -> bytes:
+    """An LZ4 frame whose header checksum also covers the magic, as Kafka 0.8/0.9 wrote for magic 0."""
+    frame = bytearray(lz4_compress(data))
+    end = _lz4_descriptor_end(frame)
+    frame[end] = (xxh32(bytes(frame[0:end])) >> 8) & 0xFF
+    return bytes(frame)
+
+
+def lz4_decompress_any_checksum(data: bytes) -> bytes:
+    """Read an LZ4 frame whose header checksum is either the standard or the Kafka 0.8 form."""
+    frame = bytearray(data)
+    if len(frame) > 7:
+        end = _lz4_descriptor_end(frame)
+        if end < len(frame):
+            frame[end] = (xxh32(bytes(frame[4:end])) >> 8) & 0xFF
+    return lz4_decompress(bytes(frame))

@@ -15,6 +15,7 @@ import pytest
 
 from protocol import compression
 from protocol import records as R
+from protocol.records.format import _rewrite_crc as rewrite_crc
 from protocol.errors import ErrorCode
 from storage.config import LogConfig
 from storage.errors import InvalidRecordError, InvalidTimestampError
@@ -64,7 +65,7 @@ def test_a_declared_count_must_match_the_records_present(tmp_path):
     # Claim three records (and a matching offset range); the CRC is recomputed.
     two[23:27] = (2).to_bytes(4, "big")
     two[57:61] = (3).to_bytes(4, "big")
-    R._rewrite_crc(two, 0, len(two))
+    rewrite_crc(two, 0, len(two))
     _refused(plog, bytes(two), match="truncated record")
 
 

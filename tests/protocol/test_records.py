@@ -20,7 +20,10 @@ from kafka.record import MemoryRecords as KpMemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder as KpLegacyBuilder
 
-from protocol import compression, records as R
+from protocol import compression, wire
+from protocol import records as R
+from protocol.records.decode import _decode_record_stream
+from protocol.records.format import _batch_header_codec, _build_record
 from protocol.records import Record
 
 CODECS = [compression.NONE, compression.GZIP, compression.SNAPPY, compression.LZ4, compression.ZSTD]
@@ -347,14 +350,14 @@ def test_lz4_frames_use_independent_blocks():
 
 
 def test_lz4_kafka08_header_checksum():
-    assert R.xxh32(b"") == 0x02CC5D05
-    assert R.xxh32(b"abc") == 0x32D153FF
-    assert R.xxh32(bytes(range(40))) == R.xxh32(bytes(range(40)))
+    assert compression.xxh32(b"") == 0x02CC5D05
+    assert compression.xxh32(b"abc") == 0x32D153FF
+    assert compression.xxh32(bytes(range(40))) == compression.xxh32(bytes(range(40)))
     data = b"hello kafka " * 100
-    broken = R.lz4_compress_broken_checksum(data)
+    broken = compression.lz4_compress_broken_checksum(data)
     assert broken != compression.lz4_compress(data)
-    assert R.lz4_decompress_any_checksum(broken) == data
-    assert R.lz4_decompress_any_checksum(compression.lz4_compress(data)) == data
+    assert compression.lz4_decompress_any_checksum(broken) == data
+    assert compression.lz4_decompress_any_checksum(compression.lz4_compress(data)) == data
 
 
 def test_unknown_codec_is_rejected():
@@ -388,7 +391,7 @@ def test_fast_record_decoder_agrees_with_construct_declaration(raw, codec):
 @given(st.binary(max_size=200), st.integers(0, 5))
 def test_both_record_decoders_reject_garbage_alike(junk, count):
     outcomes = []
-    for decoder in (R.decode_records_fast, R._decode_record_stream):
+    for decoder in (R.decode_records_fast, _decode_record_stream):
         try:
             outcomes.append(decoder(junk, count, 0, 0, None))
         except (R.CorruptRecordError, ValueError):
@@ -430,12 +433,12 @@ def _construct_records(records, base_offset, base_timestamp):
     out = io.BytesIO()
     for i, r in enumerate(records):
         body = io.BytesIO()
-        R._build_record({"attributes": 0, "timestamp_delta": r.timestamp - base_timestamp,
+        _build_record({"attributes": 0, "timestamp_delta": r.timestamp - base_timestamp,
                          "offset_delta": i if r.offset is None else r.offset - base_offset,
                          "key": r.key, "value": r.value,
                          "headers": [{"key": k, "value": v} for k, v in r.headers]}, body, None)
         raw = body.getvalue()
-        R.wire.write_varint(out, len(raw))
+        wire.write_varint(out, len(raw))
         out.write(raw)
     return out.getvalue()
 
@@ -445,7 +448,7 @@ def _construct_batch(payload, **header):
     fields.update(header)
     fields.update(magic=2, batch_length=R.RECORD_BATCH_OVERHEAD - R.LOG_OVERHEAD + len(payload),
                   crc=0)
-    buf = bytearray(R._batch_header_codec.build(fields) + payload)
+    buf = bytearray(_batch_header_codec.build(fields) + payload)
     struct.pack_into(">I", buf, 17, google_crc32c.value(bytes(buf[21:])))
     return bytes(buf)
 
@@ -492,7 +495,7 @@ def test_batch_assembly_agrees_with_construct_declaration(payload, header):
 
 
 def test_batch_assembly_refuses_unknown_header_fields():
-    with pytest.raises(R.wire.UnknownFieldError):
+    with pytest.raises(wire.UnknownFieldError):
         R.assemble_batch(b"", base_ofset=3)
     with pytest.raises(struct.error):
         R.assemble_batch(b"", producer_epoch=1 << 15)
