@@ -7,9 +7,12 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.support import REPO
 
 
+@pytest.mark.timeout(300)  # the subprocess has its own bound (260 s)
 def test_benchmarks_run_quick_and_print_their_figures():
     env = {**os.environ, "KCOORD_BENCH_QUICK": "1"}
     result = subprocess.run([sys.executable, "-m", "benchmarks"], cwd=REPO, env=env,
