@@ -55,6 +55,7 @@ from storage.errors import CorruptLogError, KafkaStorageError, LogClosedError, O
 from storage.files import fsync_dir
 from storage.flush import LogFlusher
 from storage.loader import load_segments
+from storage import producer_load
 from storage.producer_state import ProducerState
 from storage.retention import deletable_count
 from storage.layout import segment_name
@@ -477,19 +478,13 @@ class PartitionLog:
 
     def _replay_producers(self) -> None:
         """Rebuild the producer state from every batch header (under the lock)."""
-        state = ProducerState()
-        for segment in self.segments:
-            for _pos, header in segment.headers():
-                state.replay(header)
-        self.producers = state
+        self.producers = producer_load.replay(self.segments)
         self.producers_loaded = True
 
     async def load_producer_state(self) -> None:
-        """Rebuild the producer state once after an open, in a worker thread.
-
-        Most of the log is read without the lock, so appends and reads of this
-        partition (on the event loop) never wait for the whole scan.
-        """
+        """Rebuild the producer state once after an open, in a worker thread
+        (``storage.producer_load``): appends and reads of this partition on the
+        event loop never wait for the whole scan."""
         if self.producers_loaded:
             return
         if self._producer_load is None:
@@ -503,42 +498,7 @@ class PartitionLog:
                 self._producer_load = None
 
     def _scan_producers(self) -> None:
-        for _attempt in range(3):
-            with self._lock:
-                if self.producers_loaded:
-                    return
-                self._check_open()
-                segments = list(self.segments)
-                sizes = [s.size for s in segments]
-                end = self.log_end_offset
-            state = ProducerState()
-            try:
-                for segment, size in zip(segments, sizes):
-                    for _pos, header in segment.headers(0, size):
-                        state.replay(header)
-            except (OSError, ValueError):
-                continue  # a segment went away meanwhile (retention, compaction): again
-            with self._lock:
-                if self.producers_loaded:
-                    return
-                if self.log_end_offset < end:
-                    continue  # truncated meanwhile
-                try:
-                    for segment in self.segments:
-                        if segment.next_offset <= end:
-                            continue
-                        start = sizes[-1] if segment is segments[-1] else 0
-                        for _pos, header in segment.headers(start):
-                            if header.last_offset >= end:
-                                state.replay(header)
-                except OSError as exc:
-                    raise self.io_failed(exc, "producer state load") from exc
-                self.producers = state
-                self.producers_loaded = True
-                return
-        with self._lock:
-            if not self.producers_loaded:
-                self._replay_producers()
+        producer_load.scan(self)
 
     # --- read --------------------------------------------------------------------------
 
