@@ -50,10 +50,12 @@ from storage.layout import segment_name
 # Answers completed in one turn of the event loop; each costs its connection
 # about 30-50 us to encode and send once woken.
 ANSWERS_PER_TURN = 64
-# A batch is closed before it grows past this (well under the internal
-# topics' max.message.bytes of 1 MiB); a single larger write is its own batch.
+# A batch is closed before it grows past this, or past what the partition's
+# max.message.bytes and segment.bytes allow (as Kafka's runtime sizes its
+# batches); a single larger write is its own batch.
 MAX_BATCH_BYTES = 256 * 1024
 RECORD_OVERHEAD = 24  # bytes a record costs in a batch besides its key and value
+BATCH_OVERHEAD = 61  # a v2 batch's header
 ADAPTIVE_LINGER = -1
 
 
@@ -115,6 +117,7 @@ class CoordinatorRuntime:
         self._tasks: set[asyncio.Task] = set()
         self._deferred: collections.deque = collections.deque()  # answers for later turns
         self._answering = False
+        self._stopped = False
 
     def now(self) -> int:
         return self.clock()
@@ -213,9 +216,13 @@ class CoordinatorRuntime:
         size = sum(len(k) + (len(v) if v is not None else 0) + RECORD_OVERHEAD
                    for k, v in write.records)
         batch = self._open.get(partition)
-        if batch is not None and batch.writes and batch.size + size > MAX_BATCH_BYTES:
-            self.flush(partition)
-            batch = None
+        if batch is not None:
+            limit = self._batch_limit(partition)
+            # The flush runs continuations, which may open the partition's next
+            # batch themselves: that one is then the batch to add to.
+            while batch is not None and batch.writes and batch.size + size > limit:
+                self.flush(partition)
+                batch = self._open.get(partition)
         if batch is None:
             batch = self._open[partition] = _Batch()
             self._unsettled.setdefault(partition, set()).add(batch)
@@ -227,6 +234,14 @@ class CoordinatorRuntime:
         batch.size += size
         if self.linger_ms == 0:
             self.flush(partition)
+
+    def _batch_limit(self, partition: int) -> int:
+        plog = self.broker.logs.get(self.topic, partition)
+        config = plog.config if plog is not None else self.broker.log_config(self.topic)
+        if config is None:
+            return MAX_BATCH_BYTES
+        return min(MAX_BATCH_BYTES, config.max_message_bytes - BATCH_OVERHEAD,
+                   config.segment_bytes - BATCH_OVERHEAD)
 
     def flush(self, partition: int) -> None:
         """Append the partition's open batch now."""
@@ -248,6 +263,10 @@ class CoordinatorRuntime:
         except OSError as exc:
             self.log.warning(f"{self.name}.write_failed", partition=partition, reason=str(exc))
             self._settle_batch(partition, batch, ErrorCode.KAFKA_STORAGE_ERROR)
+            return
+        except Exception:  # a bug: the batch's writes still get an answer
+            self.log.exception(f"{self.name}.write_failed", partition=partition)
+            self._settle_batch(partition, batch, ErrorCode.UNKNOWN_SERVER_ERROR)
             return
         if plog.flusher.durable_now(rolled):
             self._settle_batch(partition, batch, ErrorCode.NONE)  # the default policy
@@ -283,7 +302,11 @@ class CoordinatorRuntime:
         failed append fails them all, as one batch is one append."""
         try:
             for write in batch.writes:
-                self._settle(partition, write, error)
+                try:
+                    self._settle(partition, write, error)
+                except Exception:  # one continuation's bug costs no other write its answer
+                    self.log.exception(f"{self.name}.continuation_failed",
+                                       partition=partition)
         finally:
             unsettled = self._unsettled.get(partition)
             if unsettled is not None:
@@ -311,6 +334,8 @@ class CoordinatorRuntime:
     # -- timers ------------------------------------------------------------------------
 
     def _arm_timer(self) -> None:
+        if self._stopped:
+            return
         due = self.deadlines.next_deadline()
         if due is None or (self._timer is not None and self._timer_at is not None
                            and self._timer_at <= due):
@@ -359,6 +384,7 @@ class CoordinatorRuntime:
         task = self.loop.create_task(self._load_all(with_data), name=f"kcoord-{self.name}-load")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        self._arm_timer()
 
     async def _load_all(self, partitions: list[int]) -> None:
         began = time.monotonic()
@@ -404,11 +430,14 @@ class CoordinatorRuntime:
             self.run(partition, shard.unload())
 
     async def stop(self) -> None:
+        """Append the open batches, wait for the writes in flight, and fire no
+        timer from now on."""
+        for partition in list(self._open):
+            self.flush(partition)
+        self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        for partition in list(self._open):
-            self.flush(partition)
         for task in list(self._tasks):
             if not task.done():
                 try:

@@ -35,8 +35,8 @@ class FakeBroker:
     """What the runtime asks of the broker: the logs, a topic's config and the
     fetch waiters it wakes after an append."""
 
-    def __init__(self, path, flush_policy="never"):
-        self.logs = LogManager(str(path), LogConfig(flush_policy=flush_policy))
+    def __init__(self, path, flush_policy="never", **config):
+        self.logs = LogManager(str(path), LogConfig(flush_policy=flush_policy, **config))
         self.fetch_waiters = _Waiters()
 
     def log_config(self, topic):
@@ -70,6 +70,16 @@ class Shard:
             return Outcome(writes=[Write([(key + b"-then", b"v")], lambda e, n: Outcome().answer(
                 ticket, (key, e)))])
         return Outcome(writes=[Write([(key, b"v")], then)])
+
+    def big(self, ticket, size: int, now):
+        return Outcome(writes=[Write([(b"big", b"x" * size)], lambda e, n: Outcome().answer(
+            ticket, (b"big", e)))])
+
+    def fails_after(self, ticket, key: bytes, now):
+        """A write whose continuation raises (a bug) after the write is durable."""
+        def done(error, now):
+            raise RuntimeError("a continuation that fails")
+        return Outcome(writes=[Write([(key, b"v")], done)])
 
     def fire(self, key, payload, now):
         self.fired.append((key, payload, now))
@@ -276,6 +286,63 @@ async def test_a_write_for_a_partition_not_served_fails_and_is_not_appended(tmp_
     assert ticket.result() == E.NOT_LEADER_OR_FOLLOWER
     await asyncio.sleep(0)
     assert broker.batches(1) == []
+
+
+async def test_a_continuation_writing_while_its_batch_is_closed_early_is_not_lost(
+        tmp_path, monkeypatch):
+    import broker.runtime.runtime as rt
+    monkeypatch.setattr(rt, "MAX_BATCH_BYTES", 200)
+    broker = FakeBroker(tmp_path)
+    runtime = _runtime(broker)
+    chained = runtime.write(0, Shard.put_twice, b"a")
+    big = runtime.write(0, Shard.big, 300)  # too big to join: the open batch goes first
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert chained.result() == (b"a", E.NONE) and big.result() == (b"big", E.NONE)
+    assert broker.logs.get(OFFSETS_TOPIC, 0).log_end_offset == 3
+    assert runtime.writes_in_flight([0]) == []
+
+
+async def test_batches_fit_the_partition_s_max_message_bytes(tmp_path):
+    broker = FakeBroker(tmp_path, max_message_bytes=8000)
+    runtime = _runtime(broker)
+    runtime.write(0, Shard.put, b"first")  # the partition's log, with its config
+    await asyncio.sleep(0)
+    tickets = [runtime.write(0, Shard.big, 1000) for _ in range(10)]
+    await asyncio.wait_for(asyncio.gather(*tickets), 5)
+    assert [t.result()[1] for t in tickets] == [E.NONE] * 10  # as each alone would be
+    assert len(broker.batches(0)) == 1 + 2  # seven of about 1,030 bytes fit in 8,000
+
+
+async def test_a_bug_in_an_append_or_a_continuation_costs_no_other_write_its_answer(
+        tmp_path, monkeypatch):
+    broker = FakeBroker(tmp_path)
+    runtime = _runtime(broker)
+    runtime.write(0, Shard.fails_after, b"a")
+    after = runtime.write(0, Shard.put, b"b")  # same batch, after the failing continuation
+    await asyncio.sleep(0)
+    assert after.result() == (b"b", E.NONE)
+
+    def boom(partition, records):
+        raise RuntimeError("a bug in the append path")
+    monkeypatch.setattr(runtime, "_append_records", boom)
+    tickets = [runtime.write(0, Shard.put, b"k%d" % i) for i in range(2)]
+    await asyncio.sleep(0)
+    assert [t.result() for t in tickets] == [(b"k0", E.UNKNOWN_SERVER_ERROR),
+                                             (b"k1", E.UNKNOWN_SERVER_ERROR)]
+    assert runtime.writes_in_flight([0]) == []
+
+
+async def test_after_stop_no_timer_fires(tmp_path):
+    runtime = _runtime(FakeBroker(tmp_path), linger_ms=60_000)
+    runtime.shards[1].timers.schedule(("a",), runtime.now() + 20)
+    ticket = runtime.write(1, Shard.put, b"k")  # arms the loop timer
+    assert runtime._timer is not None
+    await runtime.stop()
+    assert ticket.result() == (b"k", E.NONE)
+    runtime.run(1, Outcome())
+    await asyncio.sleep(0.1)
+    assert runtime._timer is None and runtime.shards[1].fired == []
 
 
 async def test_stop_appends_the_open_batch_before_it_returns(tmp_path):
