@@ -34,10 +34,13 @@ class WallClock:
     with the time of day, and its timers must not jump with it."""
 
     def __init__(self) -> None:
-        self._base = time.time_ns() // 1_000_000 - time.monotonic_ns() // 1_000_000
+        # In nanoseconds: two readings rounded to milliseconds apart could put
+        # the stamps up to 1 ms ahead of the time of day, so that a commit
+        # acknowledged before a record was produced would seem to come after it.
+        self._base_ns = time.time_ns() - time.monotonic_ns()
 
     def __call__(self) -> int:
-        return self._base + time.monotonic_ns() // 1_000_000
+        return (self._base_ns + time.monotonic_ns()) // 1_000_000
 
 
 class ManualClock:

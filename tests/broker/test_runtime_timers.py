@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from broker.runtime.timers import Deadlines, ManualClock, MonotonicClock
+from broker.runtime.timers import Deadlines, ManualClock, MonotonicClock, WallClock
 
 
 def test_due_deadlines_come_out_earliest_first_and_once():
@@ -58,3 +58,24 @@ def test_clocks():
         clock.advance(-1)
     real = MonotonicClock()
     assert real() <= real()
+
+
+def test_the_wall_clock_is_never_ahead_of_the_time_of_day(monkeypatch):
+    """A commit is stamped with this clock and a record by its producer with the
+    time of day: a commit acknowledged before a record is produced must not be
+    stamped after it (the pipeline's lag over time compares the two)."""
+    import time as _time
+
+    from broker.runtime import timers
+    now = {"wall": 1_000_000_000_000_000, "mono": 900_000}  # ns: 1,000,000 s and 0.9 ms
+    monkeypatch.setattr(timers.time, "time_ns", lambda: now["wall"])
+    monkeypatch.setattr(timers.time, "monotonic_ns", lambda: now["mono"])
+    clock = timers.WallClock()
+    for step in (100_000, 400_000, 1_000_000, 7_300_000):  # both clocks move on alike
+        now["wall"] += step
+        now["mono"] += step
+        assert clock() == now["wall"] // 1_000_000
+    monkeypatch.undo()
+    real = WallClock()
+    for _ in range(10_000):
+        assert real() <= _time.time_ns() // 1_000_000
