@@ -75,8 +75,10 @@ def test_benchmarks_run_quick_and_print_their_figures():
                      out), out
     assert re.search(r"whole query: +[\d,]+ records/s per core \([\d,]+ records/s on the clock\)",
                      out), out
-    assert re.search(r"CPU per record: plain Python \d+\.\d+ us; data source: jvm \d+\.\d+ us, "
-                     r"python workers \d+\.\d+ us, jvm jit compiler -?\d+\.\d+ us; the query's "
+    # Each process's CPU per record is the large query's less the small one's:
+    # on a busy machine the difference can come out a little below zero.
+    assert re.search(r"CPU per record: plain Python \d+\.\d+ us; data source: jvm -?\d+\.\d+ us, "
+                     r"python workers -?\d+\.\d+ us, jvm jit compiler -?\d+\.\d+ us; the query's "
                      r"fixed cost \(a 500-record log\): jvm \d+ ms, python workers \d+ ms, "
                      r"jvm jit compiler \d+ ms", out), out
     assert re.search(r"per core at least 80% of plain Python: \d+\.\d+x per record, "
