@@ -223,7 +223,7 @@ class LoadConnection(asyncio.Protocol):
             self.finished.set_exception(ConnectionError(f"server closed the connection: {exc}"))
 
 
-def _cpu_seconds(pid: int) -> float | None:
+def cpu_seconds(pid: int) -> float | None:
     """User + system CPU time of a process, from /proc (None where unavailable)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -248,9 +248,9 @@ def _load_main(port: int, frame: bytes, server_pid: int, connections: int, depth
             conns.append(proto)
         if warmup > 0:
             await phase(conns, max_requests, warmup)
-        cpu_before = _cpu_seconds(server_pid)
+        cpu_before = cpu_seconds(server_pid)
         done, elapsed = await phase(conns, max_requests, seconds)
-        cpu_after = _cpu_seconds(server_pid)
+        cpu_after = cpu_seconds(server_pid)
         for c in conns:
             c.transport.close()
         cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before

@@ -112,6 +112,10 @@ class CoordinatorRuntime:
         self.loaded = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
+        # Deadlines.mark() when the timer was last checked: until a deadline is
+        # scheduled again, the check would find the same (cancelling one never
+        # makes the next deadline earlier; a stale firing finds nothing due).
+        self._timer_checked: int | None = None
         self._open: dict[int, _Batch] = {}  # partition -> the batch still taking writes
         self._unsettled: dict[int, set[_Batch]] = {}  # partition -> batches not settled
         self._tasks: set[asyncio.Task] = set()
@@ -164,7 +168,8 @@ class CoordinatorRuntime:
         future) holds its answer, often at once (nothing parked, nothing to
         write)."""
         ticket = self.loop.create_future()
-        self.run(partition, operation(self.shard(partition), ticket, *args, self.now(), **kwargs))
+        self.run(partition,
+                 operation(self.shard(partition), ticket, *args, self.clock(), **kwargs))
         return ticket
 
     def read(self, partition: int, operation: Callable[..., Any], *args, **kwargs) -> Any:
@@ -213,6 +218,12 @@ class CoordinatorRuntime:
         if self.state.get(partition) is not PartitionState.ACTIVE:  # never past damage
             self._settle(partition, write, ErrorCode.NOT_LEADER_OR_FOLLOWER)
             return
+        if self.linger_ms == 0 and partition not in self._open:
+            # No linger: the write is its own batch, appended now.
+            batch = _Batch()
+            batch.writes.append(write)
+            self._append_batch(partition, batch)
+            return
         size = sum(len(k) + (len(v) if v is not None else 0) + RECORD_OVERHEAD
                    for k, v in write.records)
         batch = self._open.get(partition)
@@ -250,6 +261,9 @@ class CoordinatorRuntime:
             return
         if batch.handle is not None:
             batch.handle.cancel()
+        self._append_batch(partition, batch)
+
+    def _append_batch(self, partition: int, batch: _Batch) -> None:
         writes = batch.writes
         records = writes[0].records if len(writes) == 1 else \
             [record for write in writes for record in write.records]
@@ -271,6 +285,7 @@ class CoordinatorRuntime:
         if plog.flusher.durable_now(rolled):
             self._settle_batch(partition, batch, ErrorCode.NONE)  # the default policy
             return
+        self._unsettled.setdefault(partition, set()).add(batch)
         task = self.loop.create_task(self._durable(plog, partition, batch, rolled))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -282,7 +297,7 @@ class CoordinatorRuntime:
             plog = broker.logs.get_or_create(self.topic, partition,
                                              broker.log_config(self.topic))
         segments = len(plog.segments)
-        plog.append_own(records, now_ms=self.now(), leader_epoch=LEADER_EPOCH)
+        plog.append_own(records, now_ms=self.clock(), leader_epoch=LEADER_EPOCH)
         broker.fetch_waiters.notify((self.topic, partition))
         return plog, len(plog.segments) != segments
 
@@ -318,7 +333,7 @@ class CoordinatorRuntime:
 
     def _settle(self, partition: int, write: Write, error: ErrorCode) -> None:
         if write.done is not None:
-            self.run(partition, write.done(error, self.now()))
+            self.run(partition, write.done(error, self.clock()))
 
     def writes_in_flight(self, partitions) -> list[asyncio.Future]:
         """A future per batch of these partitions not yet settled (OffsetFetch with
@@ -334,8 +349,10 @@ class CoordinatorRuntime:
     # -- timers ------------------------------------------------------------------------
 
     def _arm_timer(self) -> None:
-        if self._stopped:
+        mark = self.deadlines.mark()
+        if self._stopped or mark == self._timer_checked:
             return
+        self._timer_checked = mark
         due = self.deadlines.next_deadline()
         if due is None or (self._timer is not None and self._timer_at is not None
                            and self._timer_at <= due):
@@ -347,7 +364,7 @@ class CoordinatorRuntime:
         self._timer = self.loop.call_later(delay, self._fire)
 
     def _fire(self) -> None:
-        self._timer = self._timer_at = None
+        self._timer = self._timer_at = self._timer_checked = None
         now = self.now()
         # One at a time, earliest first: firing one may cancel another that is
         # also due.  A deadline armed meanwhile, even one already due (an

@@ -184,6 +184,20 @@ async def test_with_no_linger_every_write_is_its_own_append(tmp_path):
     assert len(broker.batches(1)) == 3
 
 
+async def test_with_no_linger_a_write_waiting_for_its_fsync_is_in_flight(tmp_path):
+    # OffsetFetch with require_stable waits on what writes_in_flight lists: a
+    # write appended at once but not yet fsynced must be among them.
+    broker = FakeBroker(tmp_path, flush_policy="batch")
+    runtime = _runtime(broker, linger_ms=0)
+    ticket = runtime.write(1, Shard.put, b"k")
+    assert len(broker.batches(1)) == 1 and not ticket.done()
+    waits = runtime.writes_in_flight([1])
+    assert len(waits) == 1
+    await asyncio.wait_for(waits[0], 5)
+    assert ticket.result() == (b"k", E.NONE)
+    assert runtime.writes_in_flight([1]) == []
+
+
 async def test_a_linger_holds_the_batch_open_that_long(tmp_path):
     broker = FakeBroker(tmp_path)
     runtime = _runtime(broker, linger_ms=50)
