@@ -119,6 +119,15 @@ class Broker:
         if not self.config.get("advertised.listeners") or self.advertised_port == 0:
             # Port 0 (an ephemeral port) is advertised as the port actually bound.
             self.advertised_port = self.port
+        if self.advertised_port != self.port:
+            # Right behind a port mapping (Docker's -p 9092:19092); otherwise every
+            # client that bootstraps here is sent to a port nothing listens on.
+            log.warning("broker.advertised_port_differs", port=self.port,
+                        advertised=f"{self.advertised_host}:{self.advertised_port}",
+                        reason="clients connect to the advertised port after their first "
+                               "request",
+                        hint="leave advertised.listeners unset, or give it the port clients "
+                             "reach this broker on")
         exposed = [f"{a[0]}:{a[1]}" for a in (s.getsockname() for s in self._server.sockets)
                    if not ipaddress.ip_address(a[0].split("%", 1)[0]).is_loopback]
         if exposed:

@@ -126,7 +126,12 @@ def _run(coro) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # The subcommand's own usage, not the top level's: what was mistyped is there.
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        sub.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "pipeline":
         from pipeline.cli import run as run_pipeline
 

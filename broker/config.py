@@ -362,28 +362,88 @@ def parse_listener(spec: str) -> tuple[str, str, int]:
     if not m:
         raise ValueError(f"invalid listener {spec!r}")
     host = m.group("host").strip("[]")
-    return (m.group("name") or "PLAINTEXT"), host, int(m.group("port"))
+    port = int(m.group("port"))
+    if not 0 <= port <= 65535:
+        raise ValueError(f"invalid listener {spec!r}: port {port} is outside 0-65535")
+    return (m.group("name") or "PLAINTEXT"), host, port
 
 
 def read_properties(path: str | Path) -> dict[str, str]:
-    """Java ``.properties`` subset: ``key=value`` or ``key: value``, ``#``/``!`` comments,
-    backslash line continuations."""
+    """A ``.properties`` file read as Java's ``Properties.load`` reads it (Kafka
+    loads ``server.properties`` with it), from UTF-8 text."""
+    return parse_properties(Path(path).read_text(encoding="utf-8"))
+
+
+_PROPERTY_BLANKS = " \t\f"
+_PROPERTY_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """``Properties.load``: ``#`` and ``!`` comment lines; a key ends at the first
+    unescaped ``=``, ``:`` or blank, and one ``=`` or ``:`` and the blanks around
+    it separate it from the value; a line ending in an odd number of backslashes
+    continues on the next, whose leading blanks are dropped; ``\\t \\n \\r \\f``,
+    ``\\uXXXX`` and a backslash before any other character (``\\=``, ``\\\\``) are
+    escapes, in keys and values alike."""
     props: dict[str, str] = {}
-    pending = ""
-    for raw_line in Path(path).read_text(encoding="utf-8").splitlines():
-        line = pending + raw_line.strip()
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
+    for line in _logical_lines(text):
+        i, n = 0, len(line)
+        while i < n and line[i] not in "=:" + _PROPERTY_BLANKS:
+            i += 2 if line[i] == "\\" else 1
+        key_end = min(i, n)
+        while i < n and line[i] in _PROPERTY_BLANKS:
+            i += 1
+        if i < n and line[i] in "=:":
+            i += 1
+            while i < n and line[i] in _PROPERTY_BLANKS:
+                i += 1
+        props[_unescape(line[:key_end])] = _unescape(line[i:])
+    return props
+
+
+def _logical_lines(text: str):
+    """The logical lines of a properties text: comments and blank lines dropped,
+    continuations joined (their leading blanks dropped)."""
+    pending: str | None = None
+    for natural in re.split(r"\r\n|\r|\n", text):
+        if pending is None:
+            line = natural.lstrip(_PROPERTY_BLANKS)
+            if not line or line[0] in "#!":
+                continue
+        else:
+            line = pending + natural.lstrip(_PROPERTY_BLANKS)
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
             pending = line[:-1]
             continue
-        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
-        if m:
-            props[m.group(1)] = m.group(2)
-        else:
-            props[line] = ""
-    return props
+        pending = None
+        yield line
+    if pending is not None:
+        yield pending
+
+
+def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c != "\\" or i + 1 >= n:
+            out.append(c)
+            i += 1
+            continue
+        c = text[i + 1]
+        if c == "u":
+            digits = text[i + 2:i + 6]
+            if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
+                raise ValueError(f"malformed \\uxxxx encoding in {text!r}")
+            out.append(chr(int(digits, 16)))
+            i += 6
+            continue
+        out.append(_PROPERTY_ESCAPES.get(c, c))
+        i += 2
+    return "".join(out)
 
 
 class BrokerConfig:

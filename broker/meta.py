@@ -13,6 +13,7 @@ import os
 import uuid
 from pathlib import Path
 
+from broker.config import read_properties
 from storage.files import write_atomically
 
 
@@ -27,22 +28,12 @@ def _random_id() -> str:
             return text
 
 
-def _read_properties(path: Path) -> dict[str, str]:
-    props = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, _, value = line.partition("=")
-            props[key.strip()] = value.strip()
-    return props
-
-
 def load_or_create_identity(data_dir: Path, node_id: int) -> str:
     """Return the cluster id stored in ``meta.properties``, creating the file if absent."""
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / "meta.properties"
     if path.exists():
-        props = _read_properties(path)
+        props = read_properties(path)
         stored = props.get("node.id")
         if stored is not None and int(stored) != node_id:
             raise DataDirError(
@@ -72,6 +63,8 @@ class DirLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
+        if self.path.parent.exists() and not self.path.parent.is_dir():
+            raise DataDirError(f"the data dir {self.path.parent} is a file, not a directory")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:

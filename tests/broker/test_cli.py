@@ -154,6 +154,12 @@ def test_bad_command_lines_exit_2_with_one_clear_line(tmp_path):
         (("serve", "--override", "num.partitions=0"), "must be at least 1"),
         (("serve", "--override", "listeners=SSL://127.0.0.1:9093"), "SSL listeners are not supported"),
         (("serve", "--log-level", "loud"), "invalid choice"),
+        (("serve", "--port", "70000"), "port 70000 is outside 0-65535"),
+        (("serve", "--advertised-port", "65536"), "port 65536 is outside 0-65535"),
+        (("serve", "--override", "listeners=PLAINTEXT://127.0.0.1:99999"),
+         "port 99999 is outside 0-65535"),
+        # serve's own usage, listing its flags, not only the top level's
+        (("serve", "--foo"), "usage: kcoord serve"),
     ]
     for args, message in cases:
         result = _run_cli(*args, "--data-dir", str(tmp_path / "d"))
@@ -173,3 +179,28 @@ def test_port_in_use_fails_without_touching_the_data_dir(tmp_path):
         assert not (tmp_path / "second").exists()
     finally:
         first.terminate()
+
+
+def test_a_data_dir_that_is_a_file_is_said_to_be_one(tmp_path):
+    afile = tmp_path / "data"
+    afile.write_text("not a directory")
+    result = _run_cli("serve", "--port", "0", "--data-dir", str(afile))
+    assert result.returncode == 1
+    assert f"the data dir {afile} is a file, not a directory" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert afile.read_text() == "not a directory"
+
+
+def test_an_advertised_port_other_than_the_one_listened_on_is_warned_about(tmp_path):
+    node = BrokerProcess(tmp_path, "--advertised-port", "19999").start()
+    try:
+        warned = [e for e in node.events if e.get("event") == "broker.advertised_port_differs"]
+        assert len(warned) == 1
+        assert warned[0]["port"] == node.port and warned[0]["advertised"] == "127.0.0.1:19999"
+    finally:
+        node.terminate()
+    same = BrokerProcess(tmp_path / "same").start()
+    try:
+        assert "broker.advertised_port_differs" not in same.event_names()
+    finally:
+        same.terminate()

@@ -69,3 +69,84 @@ def test_read_properties(tmp_path):
         "listeners": "PLAINTEXT://a:1,PLAINTEXT://b:2",
         "empty": "",
     }
+
+
+# Every rule of Java's Properties.load that a server.properties can meet.
+_JAVA_PROPERTIES = (
+    "# a comment\n"
+    "   ! another, after blanks\n"
+    "\n"
+    "plain=value\n"
+    "spaced   =   value with  inner  blanks  \n"
+    "colon:value\n"
+    "blank-separated value\n"
+    "both = : second separator kept\n"
+    "escaped\\=key=v\n"
+    "escaped\\:colon\\ and\\ blank=v\n"
+    "backslash=a\\\\b\n"
+    "tabs=a\\tb\\nc\\rd\\fe\n"
+    "unicode=caf\\u00e9 \\u2603\n"
+    "unknown-escape=\\q\\z\n"
+    "continued=one,\\\n"
+    "          two,\\\n"
+    "\tthree\n"
+    "even-backslashes=ends here\\\\\n"
+    "not-continued=next\n"
+    "#not-a-comment-inside=\\\n"
+    "key-only\n"
+    "empty=\n"
+    "crlf=a\r\n"
+    "cr=b\rlast=\\\n"
+)
+
+_JAVA_DUMP = """
+import java.io.*;
+import java.nio.charset.StandardCharsets;
+import java.util.*;
+
+public class Dump {
+    public static void main(String[] args) throws Exception {
+        Properties props = new Properties();
+        try (InputStream in = new FileInputStream(args[0])) { props.load(in); }
+        for (String key : new TreeSet<>(props.stringPropertyNames())) {
+            System.out.println(hex(key) + " " + hex(props.getProperty(key)));
+        }
+    }
+    static String hex(String s) {
+        StringBuilder out = new StringBuilder("x");
+        for (char c : s.toCharArray()) out.append(String.format("%04x", (int) c));
+        return out.toString();
+    }
+}
+"""
+
+
+def test_properties_are_read_as_java_reads_them(tmp_path):
+    import shutil
+    import subprocess
+
+    path = tmp_path / "server.properties"
+    path.write_bytes(_JAVA_PROPERTIES.encode("ascii"))
+    ours = read_properties(path)
+    assert ours["escaped=key"] == "v" and ours["escaped:colon and blank"] == "v"
+    assert ours["unicode"] == "café ☃" and ours["continued"] == "one,two,three"
+    assert ours["backslash"] == "a\\b" and ours["even-backslashes"] == "ends here\\"
+    java = shutil.which("java")
+    assert java, "Java (the reference for .properties files) is not installed"
+    (tmp_path / "Dump.java").write_text(_JAVA_DUMP)
+    run = subprocess.run([java, str(tmp_path / "Dump.java"), str(path)], capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+
+    def text(h):
+        return "".join(chr(int(h[i:i + 4], 16)) for i in range(1, len(h), 4))
+
+    theirs = dict(tuple(text(h) for h in line.split(" ")) for line in run.stdout.splitlines())
+    assert ours == theirs
+
+
+def test_a_malformed_unicode_escape_is_an_error_as_in_java(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("bad=\\u00zz\n")
+    with pytest.raises(ValueError, match="malformed"):
+        read_properties(path)
