@@ -62,7 +62,7 @@ from pathlib import Path
 
 from benchmarks.bench_server import broker_server, cpu_seconds
 from benchmarks.bench_topics import LagProbe
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 
 QUICK = os.environ.get("KCOORD_BENCH_QUICK") == "1"
 COMMIT_SECONDS = 0.5 if QUICK else 3.0

@@ -1,7 +1,8 @@
 """A blocking client that speaks to any Kafka broker through the project's own schemas.
 
 Requests are framed with ``protocol.headers.frame_request`` and answers decoded
-with the same compiled codecs the broker uses, so the differential tests send
+with the same codecs the broker uses.  The embedded broker's helpers
+(``broker.testing``) talk to kcoord with it, and the differential tests send
 exactly the same bytes to kcoord and to Apache Kafka and read both answers the
 same way.
 """
@@ -34,7 +35,7 @@ def plain(value: Any) -> Any:
 class WireClient:
     """One TCP connection; ``call`` sends one request and returns the decoded answer."""
 
-    def __init__(self, host: str, port: int, timeout: float = 30, client_id: str = "kcoord-ref"):
+    def __init__(self, host: str, port: int, timeout: float = 30, client_id: str = "kcoord"):
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.client_id = client_id

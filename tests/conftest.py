@@ -9,6 +9,10 @@ logs.configure("console", "warning")
 
 pytest_plugins = ["tests.reference.fixtures"]
 
+# An example suite that uses nothing but the installed pytest plugin: run on its
+# own, without this file, by tests/test_pytest_plugin.py.
+collect_ignore = ["plugin_suite"]
+
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):

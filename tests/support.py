@@ -16,61 +16,19 @@ import threading
 import time
 from pathlib import Path
 
-from broker.app import Broker
-from broker.config import BrokerConfig
+from broker.embedded import EmbeddedBroker
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-class BrokerThread:
-    """A broker running on its own event loop in a background thread."""
+class BrokerThread(EmbeddedBroker):
+    """A broker running on its own event loop in a background thread (the
+    product's in-process ``EmbeddedBroker``), which a test can reach into."""
 
     def __init__(self, data_dir: Path, overrides: dict | None = None, kafka_defaults: bool = False,
                  own_process: bool = False):
-        props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir)}
-        props.update({k: str(v) for k, v in (overrides or {}).items()})
-        self.config = BrokerConfig.build(props, kafka_defaults=kafka_defaults)
-        self.own_process = own_process
-        self.broker: Broker | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._stop: asyncio.Event | None = None
-        self._error: BaseException | None = None
-
-    def start(self) -> "BrokerThread":
-        self._thread = threading.Thread(target=self._run, name="kcoord-broker", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(15):
-            raise RuntimeError("broker did not start within 15 s")
-        if self._error is not None:
-            raise self._error
-        return self
-
-    def _run(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        try:
-            self.loop.run_until_complete(self._main())
-        finally:
-            self.loop.close()
-
-    async def _main(self) -> None:
-        self._stop = asyncio.Event()
-        self.broker = Broker(self.config, own_process=self.own_process)
-        try:
-            await self.broker.start()
-        except BaseException as exc:  # surfaced to the test thread
-            self._error = exc
-            self._ready.set()
-            return
-        self._ready.set()
-        await self._stop.wait()
-        await self.broker.stop()
-
-    def stop(self) -> None:
-        if self.loop is not None and self._stop is not None and self._thread.is_alive():
-            self.loop.call_soon_threadsafe(self._stop.set)
-            self._thread.join(15)
+        super().__init__(data_dir, overrides=overrides, kafka_defaults=kafka_defaults,
+                         own_process=own_process)
 
     def call(self, fn, *args):
         """Run ``fn(*args)`` on the broker's loop and return its result."""
@@ -80,14 +38,6 @@ class BrokerThread:
                 result = await result
             return result
         return asyncio.run_coroutine_threadsafe(runner(), self.loop).result(10)
-
-    @property
-    def port(self) -> int:
-        return self.broker.port
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.broker.port}"
 
 
 class BrokerProcess:
@@ -147,7 +97,7 @@ class BrokerProcess:
 
 def create_topic_offline(data_dir: Path, name: str, partitions: int) -> None:
     """Create a topic in a data dir with a broker started for that and stopped."""
-    from tests.reference.client import WireClient
+    from protocol.client import WireClient
     broker = BrokerProcess(data_dir).start()
     with WireClient("127.0.0.1", broker.port) as client:
         created = client.call(19, 4, {"topics": [{"name": name, "num_partitions": partitions,

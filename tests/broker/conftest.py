@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import threading
 import time
 
 from protocol.errors import ErrorCode
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 from tests.support import BrokerProcess, create_topic_offline, kill_during
 
 ROUNDS = 3

@@ -17,7 +17,7 @@ from protocol.records import Record, build_batch, build_legacy, decode_record_se
 from protocol.headers import frame_request
 from tests.broker.wire_ops import create_topic as _create
 from tests.broker.wire_ops import produce as _produce
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 
 E = ErrorCode
 

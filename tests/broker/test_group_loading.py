@@ -11,7 +11,7 @@ import pytest
 
 from broker.groups import service
 from broker.groups.placement import coordinator_partition
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 
 SUB = b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff"
 

@@ -12,7 +12,7 @@ from broker.groups.placement import coordinator_partition
 from protocol.records import Record, build_batch, decode_record_set
 from tests.broker.wire_ops import create_topic as _create
 from tests.broker.wire_ops import produce
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 
 OFFSETS = "__consumer_offsets"
 

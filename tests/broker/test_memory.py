@@ -204,7 +204,7 @@ def test_a_running_broker_frees_garbage_in_cycles_itself_when_idle(make_broker):
     import time
     import weakref
 
-    from tests.reference.client import WireClient
+    from protocol.client import WireClient
 
     assert make_broker().broker.collections is None  # embedded: the collector left alone
     # As ``kcoord serve`` runs it, the process its own:

@@ -19,7 +19,7 @@ import time
 from protocol import compression
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, decode_record_set
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 from tests.support import BrokerProcess, create_topic_offline, kill_during
 
 ROUNDS = 3

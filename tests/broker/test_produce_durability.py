@@ -23,7 +23,7 @@ import pytest
 
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 
 DEADLINE_S = 15
 TOPIC = "durable"

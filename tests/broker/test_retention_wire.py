@@ -29,7 +29,7 @@ from confluent_kafka import Consumer, TopicPartition
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, decode_record_set
 from tests.broker.wire_ops import create_topic, produce
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 
 E = ErrorCode
 CHECK_INTERVAL_MS = 50

@@ -17,7 +17,7 @@ import time
 
 from protocol.errors import ErrorCode
 from storage.manager import read_partition_metadata
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 from tests.support import BrokerProcess
 
 ROUNDS = 3

@@ -25,7 +25,7 @@ from protocol.records import Record, build_batch, decode_batch
 from storage.config import LogConfig
 from storage.errors import CorruptLogError
 from storage.log import PartitionLog
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 from tests.support import BrokerProcess
 
 # -- the validating read --------------------------------------------------------------

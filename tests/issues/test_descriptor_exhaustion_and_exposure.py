@@ -24,7 +24,7 @@ import time
 from protocol.errors import ErrorCode as E
 from protocol.headers import frame_request
 from protocol.messages.api_versions import API_VERSIONS
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 from tests.support import BrokerProcess
 
 

@@ -30,7 +30,7 @@ from protocol.errors import ErrorCode as E
 from protocol.headers import frame_request
 from protocol.messages import ALL_APIS
 from protocol.wire import DecodeError, decode_utf8, read_string
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 from tests.reference.test_differential_groups import _topic, diff  # noqa: F401 (fixture)
 
 # (bytes, what Java 17's new String(bytes, UTF_8) makes of them), checked on a

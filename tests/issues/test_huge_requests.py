@@ -13,7 +13,7 @@ from broker import server
 from protocol.errors import ErrorCode
 from protocol.headers import frame_request
 from protocol.messages.metadata import METADATA
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 from tests.support import RawClient
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from broker.groups.group import Group
 from protocol.errors import ErrorCode as E
 from tests.broker.group_harness import Harness, subscription
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 
 
 class CountingName(str):

@@ -14,7 +14,7 @@ import pytest
 from protocol.errors import ErrorCode
 from protocol.messages.create_topics import CREATE_TOPICS
 from protocol.wire import MAX_STRING_BYTES, UnknownFieldError
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 
 
 @pytest.fixture

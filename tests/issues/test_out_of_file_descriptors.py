@@ -14,7 +14,7 @@ import socket
 import time
 
 from protocol.errors import ErrorCode
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 from tests.support import BrokerProcess
 
 

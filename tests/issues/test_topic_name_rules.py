@@ -27,7 +27,7 @@ def test_length_is_counted_in_utf16_units_like_java():
 
 
 def test_create_and_auto_create_refuse_a_trailing_newline(broker):
-    from tests.reference.client import WireClient
+    from protocol.client import WireClient
 
     client = WireClient("127.0.0.1", broker.port)
     try:

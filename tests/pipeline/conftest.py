@@ -113,7 +113,7 @@ def store(tmp_path_factory):
     from kafka import TopicPartition as KTP
     from kafka.structs import OffsetAndMetadata
 
-    from tests.reference.client import WireClient
+    from protocol.client import WireClient
 
     data_dir = tmp_path_factory.mktemp("pipeline-store")
     broker = BrokerThread(data_dir).start()

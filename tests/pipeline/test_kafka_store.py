@@ -18,7 +18,7 @@ from pipeline import jobs
 from tests.reference import kafka
 from tests.reference.fixtures import _unavailable, create_offsets_topic
 from tests.pipeline.conftest import _produce, _watermarks
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from broker.config import DEV_DEFAULTS, TOPIC_CONFIG_SYNONYMS
 from protocol.wire import ZERO_UUID
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 
 # Config sources (DescribeConfigsResponse.ConfigSource).
 STATIC_BROKER_CONFIG = 4

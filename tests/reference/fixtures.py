@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import pytest
 
 from tests.reference import kafka
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 from tests.support import BrokerThread
 
 

@@ -35,7 +35,7 @@ import uuid
 from pathlib import Path
 
 from broker.config import DEV_DEFAULTS
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 
 MAIN_VERSION = "4.4.0"
 LEGACY_VERSION = "3.9.2"

@@ -15,7 +15,7 @@ import uuid
 import pytest
 
 from broker.apis import advertised_versions
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 from tests.reference.differential import Differential, differences
 
 SERVED = {key: (low, high) for key, low, high in advertised_versions()}

@@ -14,7 +14,7 @@ import pytest
 
 from protocol import compression
 from protocol.records import Record, build_batch, build_legacy, crc32c, decode_record_set
-from tests.reference.client import WireClient
+from protocol.client import WireClient
 from tests.reference.differential import Differential, differences
 
 _names = itertools.count()
