@@ -12,7 +12,10 @@ import pytest
 
 from tests.support import REPO
 
-BLOCKS = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+# The pytest section's examples (a test file, the embedded broker) are run by
+# tests/test_pytest_plugin.py; these are the client examples.
+BLOCKS = [b for b in re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+          if not b.startswith("# test_") and "EmbeddedBroker" not in b]
 CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka"]
 
 
