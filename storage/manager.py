@@ -158,6 +158,10 @@ class LogManager:
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.pending_removals: set[str] = set()  # -delete folders not yet removed
         os.makedirs(data_dir, exist_ok=True)
+        # Held open while the manager lives: the data dir's inode is never reused
+        # for another directory at the same path meanwhile, so a deleted or
+        # replaced data dir is always told from the one opened here.
+        self._dir_fd: int | None = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY)
         marker = os.path.join(data_dir, CLEAN_SHUTDOWN_FILE)
         self.clean_shutdown = os.path.exists(marker)
         self._checkpoint_lock = threading.RLock()  # the tables below
@@ -195,6 +199,19 @@ class LogManager:
         log.critical("log_dir_offline", data_dir=self.data_dir, reason=reason)
         if self.on_offline is not None:
             self.on_offline(reason)
+
+    def check_dir(self) -> bool:
+        """False (and the log dir offline) once the data dir was deleted or replaced
+        under the running broker: the files still open would take writes that no
+        restart finds again."""
+        if self.offline or self._dir_fd is None:
+            return not self.offline
+        opened = os.fstat(self._dir_fd)
+        if opened.st_nlink == 0 or _identity(self.data_dir) != (opened.st_dev, opened.st_ino):
+            self.dir_failed(f"the data dir {self.data_dir} was deleted or replaced while the "
+                            "broker was running")
+            return False
+        return True
 
     def _check_online(self) -> None:
         if self.offline:
@@ -298,7 +315,12 @@ class LogManager:
         path = os.path.join(self.data_dir, f"{key[0]}-{key[1]}")
         if not os.path.exists(path):
             self._forget_stale_entries([key])
-            os.makedirs(path)
+            try:
+                os.mkdir(path)  # in the data dir, which must still be there
+            except OSError as exc:
+                self.dir_failed(f"{key[0]}-{key[1]}: {exc}")
+                raise KafkaStorageError(f"cannot create the folder of {key[0]}-{key[1]}: "
+                                        f"{exc}") from exc
         if topic_id is not None:
             write_partition_metadata(path, topic_id)
         return self._open(key, config)
@@ -487,6 +509,7 @@ class LogManager:
                 plog.close()
             except KafkaStorageError:
                 pass  # reported by dir_failed; the remaining logs are closed without flushing
+        self._close_dir_fd()
         if self.offline:
             log.warning("log_manager_closed_offline", data_dir=self.data_dir, logs=len(self.logs))
             return
@@ -500,6 +523,16 @@ class LogManager:
             self.dir_failed(f"clean-shutdown marker: {exc}")
             return
         log.info("log_manager_closed", data_dir=self.data_dir, logs=len(self.logs))
+
+    def _close_dir_fd(self) -> None:
+        fd, self._dir_fd = self._dir_fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        # A manager dropped without close() (a test's) gives its descriptor back.
+        if getattr(self, "_dir_fd", None) is not None:
+            self._close_dir_fd()
 
     async def drain(self) -> None:
         """Wait for the flushes in flight of every log (before ``close``)."""
@@ -516,3 +549,12 @@ def _unless_deleted_meanwhile(plog: PartitionLog):
     except (LogClosedError, OSError):
         if not plog.closed or plog.offline:
             raise
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of a directory, None if it is gone."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
