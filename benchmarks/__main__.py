@@ -25,6 +25,7 @@ BENCHMARKS = {
     "topics": "benchmarks.bench_topics",
     "data": "benchmarks.bench_data",
     "groups": "benchmarks.bench_groups",
+    "fixture": "benchmarks.bench_fixture",
     "kafka": "benchmarks.bench_kafka",
     "pipeline": "benchmarks.bench_pipeline",
 }

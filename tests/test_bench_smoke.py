@@ -70,6 +70,12 @@ def test_benchmarks_run_quick_and_print_their_figures():
         assert re.search(rf"group.coordinator.append.linger.ms={linger} +3 consumers started "
                          r"together +\d+\.\d+ ms, sync commits/s +[\d,]+ over 1 connection, "
                          r"+[\d,]+ over 8", out), out
+    # The fixture: time to a first produce, memory, a suite with and without sharing.
+    assert re.search(r"to the first acknowledged produce: in-process \d+ ms .*imports included, "
+                     r"\d+ ms\), as a child process \d+ ms", out), out
+    assert re.search(r"memory of one in-process broker: \d+\.\d+ MiB", out), out
+    assert re.search(r"a suite of \d+ tests, .*: \d+\.\d+ s with a fresh broker per test, "
+                     r"\d+\.\d+ s sharing", out), out
     # Pipeline: the data source next to plain-Python decoding of the same log.
     assert re.search(r"plain Python, 1 core: +[\d,]+ records/s", out), out
     assert re.search(r"per record \(the query's fixed cost and the JIT taken out\): +[\d,]+ "
