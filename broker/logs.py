@@ -15,6 +15,7 @@ def configure(log_format: str = "console", level: str = "info") -> None:
         numeric = logging.INFO
     processors = [
         structlog.contextvars.merge_contextvars,
+        _drop_empty,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
@@ -28,3 +29,10 @@ def configure(log_format: str = "console", level: str = "info") -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+def _drop_empty(_logger, _method, event: dict) -> dict:
+    """A field that says nothing (None) is left out of the line."""
+    if None in event.values():
+        return {k: v for k, v in event.items() if v is not None}
+    return event

@@ -702,7 +702,7 @@ class GroupMetadataManager:
         group.transition_to(S.STABLE, now)
         log.info("group.stable", group_id=group_id, generation=group.generation,
                  members=len(group.members), protocol=group.protocol_name,
-                 leader=group.leader_id,
+                 leader=group.leader_id, **_assignment_fields(group),
                  reason="the leader's assignment is durable; every member gets its own")
         return result
 
@@ -885,3 +885,29 @@ class _StaticReplacement:
     new_id: str
     old: tuple  # (protocols, rebalance timeout, session timeout) before the replacement
     current_leader: str | None
+
+
+LOGGED_ASSIGNMENTS = 100  # members whose assignment group.stable lists
+
+
+def _assignment_fields(group: Group) -> dict:
+    """What ``group.stable`` says of the assignment: each member's partitions
+    (``{member: {topic: [partitions]}}``) in a consumer group, each member's
+    assignment size in bytes otherwise; a group of more than
+    ``LOGGED_ASSIGNMENTS`` members is only counted (DescribeGroups lists it)."""
+    if len(group.members) > LOGGED_ASSIGNMENTS:
+        return {"assignment_omitted": f"{len(group.members)} members: more than "
+                                      f"{LOGGED_ASSIGNMENTS}, see DescribeGroups"}
+    if group.protocol_type != "consumer":
+        return {"assignment_bytes": {m.member_id: len(m.assignment)
+                                     for m in group.members.values()}}
+    assignment = {}
+    for m in group.members.values():
+        try:
+            owned = G.consumer_assignment(m.assignment)["assigned_partitions"] \
+                if m.assignment else []
+        except Exception:  # a client's own encoding: its size is all there is to say
+            assignment[m.member_id] = f"{len(m.assignment)} bytes, not the consumer protocol's"
+            continue
+        assignment[m.member_id] = {t["topic"]: sorted(t["partitions"]) for t in owned}
+    return {"assignment": assignment}

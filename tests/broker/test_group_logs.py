@@ -228,3 +228,53 @@ def test_expired_offsets_and_the_deleted_group_say_why(logs):
     _readable(deleted)
     assert "offsets expired" in deleted["reason"]
     assert "g" not in h.core.groups
+
+
+def _assignment(partitions: dict) -> bytes:
+    from protocol.group_records import CONSUMER_PROTOCOL_ASSIGNMENT, _encode
+    return _encode(CONSUMER_PROTOCOL_ASSIGNMENT, 0, {
+        "assigned_partitions": [{"topic": t, "partitions": p} for t, p in partitions.items()],
+        "user_data": None})
+
+
+def test_a_stable_group_s_log_line_says_who_owns_what(logs):
+    h = Harness()
+    a, _ = h.join_new("g", session=10_000)
+    h.advance(0)
+    h.settle()
+    b, _ = h.join_new("g", session=10_000)
+    h.join("g", a, session=10_000)
+    h.settle()
+    h.sync("g", 2, a, [(a, _assignment({"orders": [0, 2], "audit": [0]})),
+                       (b, _assignment({"orders": [1]})), ])
+    h.sync("g", 2, b)
+    h.settle()
+    stable = _one(logs, "group.stable", generation=2)
+    assert stable["assignment"] == {a: {"orders": [0, 2], "audit": [0]}, b: {"orders": [1]}}
+
+
+def test_an_assignment_not_in_the_consumer_protocol_is_told_by_its_size(logs):
+    h = Harness()
+    a, _ = h.join_new("g", session=10_000)
+    h.advance(0)
+    h.settle()
+    h.sync("g", 1, a, [(a, b"\xff\xff\xff")])
+    h.settle()
+    assert _one(logs, "group.stable", generation=1)["assignment"] == \
+        {a: "3 bytes, not the consumer protocol's"}
+
+
+def test_a_large_group_s_assignment_is_counted_not_listed(logs):
+    from broker.groups.membership import LOGGED_ASSIGNMENTS
+    h = Harness(initial_rebalance_delay_ms=100)
+    members = [h.join_new("g", session=30_000)[0] for _ in range(LOGGED_ASSIGNMENTS + 1)]
+    h.advance(100)  # each new member extended the initial delay: once more
+    h.advance(100)
+    h.settle()
+    h.sync("g", 1, members[0], [(m, _assignment({"t": [i]})) for i, m in enumerate(members)])
+    for m in members[1:]:
+        h.sync("g", 1, m)
+    h.settle()
+    stable = _one(logs, "group.stable", generation=1)
+    assert "assignment" not in stable
+    assert stable["assignment_omitted"].startswith(f"{LOGGED_ASSIGNMENTS + 1} members")
