@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import sys
 import time
@@ -28,6 +29,7 @@ from storage.manager import LogManager
 
 log = structlog.get_logger("kcoord.broker")
 
+DATA_DIR_CHECK_MS = 1_000  # how often the broker checks that its data dir is still there
 SWITCH_INTERVAL_S = 0.001  # kcoord serve's sys.setswitchinterval (CPython's default: 5 ms)
 
 
@@ -54,7 +56,10 @@ class Broker:
         self.connections: set[KafkaConnection] = set()
         self.bad_input = WarningLimiter()  # rate-limited warnings about bad requests
         self.large_requests = asyncio.Semaphore(1)  # large requests decoded one at a time
-        self._server: Listener | None = None
+        # One per listener (``listeners``), in order; the first one's address is
+        # ``host``/``port`` and what it advertises ``advertised_host/port``.
+        self._servers: list[Listener] = []
+        self._advertised: dict[str, tuple[str, int]] = {}
         self._lock = DirLock(self.data_dir)
         self.host, self.port = config.listener
         self.advertised_host, self.advertised_port = config.advertised
@@ -76,14 +81,15 @@ class Broker:
         loop = self._loop = asyncio.get_running_loop()
         self.failed = asyncio.Event()
         # Bind first: a port already in use must fail before the data dir is touched.
-        self._server = Listener(loop, lambda: KafkaConnection(self), self.host, self.port,
-                                backlog=1024, warn=self.bad_input.warn)
-        await self._server.bind()
         try:
+            for spec in self.config.listeners:
+                server = Listener(loop, functools.partial(KafkaConnection, self, spec.name),
+                                  spec.host, spec.port, backlog=1024, warn=self.bad_input.warn)
+                self._servers.append(server)
+                await server.bind()
             self._lock.acquire()
         except BaseException:
-            self._server.close()
-            self._server = None
+            self._close_servers()
             raise
         if self.own_process:
             self.collections = FullCollections(
@@ -107,28 +113,16 @@ class Broker:
                 self, coordinator_config(self.config, offsets_partitions), WallClock(),
                 linger_ms=self.config["group.coordinator.append.linger.ms"])
             self.groups.start()
-            self._server.start_serving()
+            for server in self._servers:
+                server.start_serving()
         except BaseException:
-            self._server.close()
-            self._server = None
+            self._close_servers()
             self._lock.release()
             self._give_back_the_process()
             raise
-        sock = self._server.sockets[0]
-        self.port = sock.getsockname()[1]
-        if not self.config.get("advertised.listeners") or self.advertised_port == 0:
-            # Port 0 (an ephemeral port) is advertised as the port actually bound.
-            self.advertised_port = self.port
-        if self.advertised_port != self.port:
-            # Right behind a port mapping (Docker's -p 9092:19092); otherwise every
-            # client that bootstraps here is sent to a port nothing listens on.
-            log.warning("broker.advertised_port_differs", port=self.port,
-                        advertised=f"{self.advertised_host}:{self.advertised_port}",
-                        reason="clients connect to the advertised port after their first "
-                               "request",
-                        hint="leave advertised.listeners unset, or give it the port clients "
-                             "reach this broker on")
-        exposed = [f"{a[0]}:{a[1]}" for a in (s.getsockname() for s in self._server.sockets)
+        self._advertise()
+        exposed = [f"{a[0]}:{a[1]}" for server in self._servers
+                   for a in (s.getsockname() for s in server.sockets)
                    if not ipaddress.ip_address(a[0].split("%", 1)[0]).is_loopback]
         if exposed:
             log.warning("broker.listening_beyond_loopback", listening=exposed,
@@ -137,16 +131,57 @@ class Broker:
                                "group's offsets: kcoord has no authentication or "
                                "authorization yet",
                         hint="listen on 127.0.0.1 (the default) unless the network is trusted")
-        if self.host in ("", "0.0.0.0", "::") and not self.config.get("advertised.listeners"):
-            log.warning("broker.advertising_loopback", listening=self.host,
-                        advertised=self.advertised_host,
-                        hint="set --advertised-host (advertised.listeners) to the name clients use")
         self._start_maintenance()
         self.started.set()
+        # One event with the effective configuration: what is not a default, and
+        # which development defaults differ from Kafka's.
+        log.info("broker.config", not_default=self.config.differences())
+        more = {} if len(self._servers) == 1 else {"listeners": {
+            spec.name: f"{spec.host}:{server.sockets[0].getsockname()[1]} advertised as "
+                       f"{self._advertised[spec.name][0]}:{self._advertised[spec.name][1]}"
+            for spec, server in zip(self.config.listeners, self._servers)}}
         log.info("broker.started", host=self.host, port=self.port,
                  advertised=f"{self.advertised_host}:{self.advertised_port}",
                  node_id=self.node_id, cluster_id=self.cluster_id, data_dir=str(self.data_dir),
-                 startup_ms=round((time.monotonic() - began) * 1000, 1))
+                 startup_ms=round((time.monotonic() - began) * 1000, 1), **more)
+
+    def advertised_for(self, listener: str) -> tuple[str, int]:
+        """The host and port given to clients of ``listener`` (Metadata,
+        FindCoordinator, DescribeCluster answer with the address of the listener
+        the request came in on, as Kafka does)."""
+        return self._advertised.get(listener, (self.advertised_host, self.advertised_port))
+
+    def _advertise(self) -> None:
+        """What each listener advertises, now that every port is bound."""
+        named = {spec.name for spec in self.config.advertised_specs()}
+        for spec, server in zip(self.config.listeners, self._servers):
+            bound = server.sockets[0].getsockname()[1]
+            host, port = self.config.advertised_for(spec.name)
+            if spec.name not in named or port == 0:
+                port = bound  # port 0 (an ephemeral port): the port actually bound
+            self._advertised[spec.name] = (host, port)
+            if port != bound:
+                # Right behind a port mapping (Docker's -p 9092:19092); otherwise every
+                # client that bootstraps here is sent to a port nothing listens on.
+                log.warning("broker.advertised_port_differs", listener=spec.name, port=bound,
+                            advertised=f"{host}:{port}",
+                            reason="clients connect to the advertised port after their first "
+                                   "request",
+                            hint="leave advertised.listeners unset, or give it the port "
+                                 "clients reach this broker on")
+            if spec.host in ("", "0.0.0.0", "::") and spec.name not in named:
+                log.warning("broker.advertising_loopback", listener=spec.name,
+                            listening=spec.host, advertised=host,
+                            hint="set --advertised-host (advertised.listeners) to the name "
+                                 "clients use")
+        first = self.config.listeners[0].name
+        self.port = self._servers[0].sockets[0].getsockname()[1]
+        self.advertised_host, self.advertised_port = self._advertised[first]
+
+    def _close_servers(self) -> None:
+        for server in self._servers:
+            server.close()
+        self._servers = []
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stop accepting, let in-flight requests finish, close connections and files."""
@@ -167,19 +202,25 @@ class Broker:
             self._switch_interval = None
 
     async def _shut_down(self, grace: float) -> None:
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
+        for server in self._servers:
             # Connections accepted just before are set up before the others
             # are closed, so that none is left open.
-            await self._server.wait_closed()
+            await server.wait_closed()
         if self.groups is not None:
             self.groups.unload()
         deadline = time.monotonic() + grace
+        busy = sum(not c.idle for c in self.connections)
+        if busy:
+            log.info("broker.stop_waiting", connections=busy, grace_s=grace,
+                     reason="requests in progress are answered before their connections "
+                            "close")
         while any(not c.idle for c in self.connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         for conn in list(self.connections):
             conn.close()
-        self._server = None
+        self._servers = []
         # No new maintenance pass starts; one in progress (it runs in a worker
         # thread) and the flushes in flight finish before the files close.
         for task in self._maintenance:
@@ -236,6 +277,8 @@ class Broker:
             name="kcoord-checkpoints"))
         self._maintenance.append(loop.create_task(
             self._every(CHECK_S * 1000, self._collection_pass), name="kcoord-gc"))
+        self._maintenance.append(loop.create_task(
+            self._every(DATA_DIR_CHECK_MS, self._data_dir_pass), name="kcoord-data-dir"))
         if self.config["log.cleaner.enable"]:
             self._maintenance.append(loop.create_task(
                 self._every(self.config["log.cleaner.backoff.ms"], self._cleaner_pass),
@@ -262,6 +305,11 @@ class Broker:
         # On the loop: a full collection holds the interpreter lock wherever it runs.
         if self.collections is not None and self.collections.check():
             log.debug("gc.full_collection", survivors=self.collections.survivors)
+
+    async def _data_dir_pass(self) -> None:
+        # A stat on the loop: microseconds.  A deleted data dir takes the log dir
+        # offline, and the broker stops (``_log_dir_failed``).
+        self.logs.check_dir()
 
     async def _checkpoint_pass(self) -> None:
         loop = asyncio.get_running_loop()

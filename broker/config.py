@@ -351,9 +351,49 @@ _IGNORED_QUIETLY = {
     "zookeeper.connect", "zookeeper.connection.timeout.ms",
 }
 
-_SECURE_LISTENERS = {"SSL", "SASL_SSL", "SASL_PLAINTEXT"}
+# Kafka's listener.security.protocol.map default: a listener named as a protocol.
+_DEFAULT_PROTOCOL_MAP = {p: p for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")}
+
+
+@dataclass(frozen=True)
+class ListenerSpec:
+    """One of ``listeners``: ``NAME://host:port``."""
+    name: str
+    host: str
+    port: int
 
 _LISTENER = re.compile(r"^(?:(?P<name>[A-Za-z0-9_]+)://)?(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value) or '""'
+    if value is None or value == "":
+        return '""'
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+# KAFKA_* variables that Apache Kafka's image does not turn into properties.
+_NOT_PROPERTIES_ENV = {
+    "KAFKA_VERSION", "KAFKA_HEAP_OPTS", "KAFKA_LOG4J_OPTS", "KAFKA_OPTS", "KAFKA_JMX_OPTS",
+    "KAFKA_JVM_PERFORMANCE_OPTS", "KAFKA_GC_LOG_OPTS", "KAFKA_LOG4J_ROOT_LOGLEVEL",
+    "KAFKA_LOG4J_LOGGERS", "KAFKA_TOOLS_LOG4J_LOGLEVEL", "KAFKA_JMX_HOSTNAME"}
+
+
+def properties_from_env(env) -> dict[str, str]:
+    """Broker properties from ``KAFKA_*`` variables, as Apache Kafka's image makes
+    them (KafkaDockerWrapper): ``KAFKA_`` dropped, lower case, ``_`` -> ``.``,
+    ``___`` -> ``-``, ``__`` -> ``_`` (``KAFKA_NUM_PARTITIONS=3`` is
+    ``num.partitions=3``); without ``KAFKA_LISTENERS``, the advertised listeners on
+    0.0.0.0 (the image's configure script)."""
+    props = {}
+    for key, value in env.items():
+        if key.startswith("KAFKA_") and key not in _NOT_PROPERTIES_ENV:
+            name = key.replace("KAFKA_", "").lower().replace("_", ".")
+            props[name.replace("...", "-").replace("..", "_")] = value
+    if "listeners" not in props and props.get("advertised.listeners"):
+        props["listeners"] = re.sub(r"://[^:]*:", "://0.0.0.0:", props["advertised.listeners"])
+    return props
 
 
 def parse_listener(spec: str) -> tuple[str, str, int]:
@@ -365,7 +405,7 @@ def parse_listener(spec: str) -> tuple[str, str, int]:
     port = int(m.group("port"))
     if not 0 <= port <= 65535:
         raise ValueError(f"invalid listener {spec!r}: port {port} is outside 0-65535")
-    return (m.group("name") or "PLAINTEXT"), host, port
+    return (m.group("name") or "PLAINTEXT").upper(), host, port
 
 
 def read_properties(path: str | Path) -> dict[str, str]:
@@ -453,9 +493,13 @@ class BrokerConfig:
     development default) or ``"static"`` (set in a file, an override or a flag).
     """
 
-    def __init__(self, values: dict[str, Any], sources: dict[str, str]):
+    def __init__(self, values: dict[str, Any], sources: dict[str, str],
+                 quiet: dict[str, str] | None = None):
         self.values = values
         self.sources = sources
+        # Properties accepted without effect of their own, as given; the listener
+        # checks read listener.security.protocol.map and controller.listener.names.
+        self.quiet = quiet or {}
 
     @classmethod
     def build(
@@ -474,10 +518,13 @@ class BrokerConfig:
             for name, (dev_value, _kafka_value) in DEV_DEFAULTS.items():
                 values[name] = dev_value
                 sources[name] = "dev"
+        quiet = {}
         for name, raw in (properties or {}).items():
             defn = BROKER_CONFIGS.get(name)
             if defn is None:
-                if warn and name not in _IGNORED_QUIETLY:
+                if name in _IGNORED_QUIETLY:
+                    quiet[name] = raw
+                elif warn:
                     log.warning("config.unknown_property_ignored", property=name)
                 continue
             try:
@@ -485,7 +532,7 @@ class BrokerConfig:
             except ValueError as exc:
                 raise ValueError(f"invalid broker property {name}={raw!r}: {exc}") from None
             sources[name] = "static"
-        config = cls(values, sources)
+        config = cls(values, sources, quiet)
         config._check(warn)
         return config
 
@@ -496,27 +543,70 @@ class BrokerConfig:
                     log.warning("config.replication_factor_forced_to_1", property=name,
                                 requested=self.values[name])
                 self.values[name] = 1
-        for name in ("listeners", "advertised.listeners"):
-            specs = self.values.get(name) or []
-            for spec in specs:
-                listener_name, _host, _port = parse_listener(spec)
-                if listener_name.upper() in _SECURE_LISTENERS:
-                    raise ValueError(
-                        f"{name}: {listener_name} listeners are not supported; kcoord serves "
-                        "PLAINTEXT only")
-            if warn and len(specs) > 1:
-                log.warning("config.extra_listeners_ignored", property=name, used=specs[0],
-                            ignored=specs[1:])
+        self._check_listeners()
         log_dirs = [d for d in str(self.values.get("log.dirs") or "").split(",") if d.strip()]
         if warn and len(log_dirs) > 1:
             log.warning("config.extra_log_dirs_ignored", used=log_dirs[0].strip(),
                         ignored=[d.strip() for d in log_dirs[1:]])
+
+    def _check_listeners(self) -> None:
+        """As Kafka checks them (KafkaConfig.listeners, advertisedListeners): names
+        and ports unique, each name's security protocol known (the map, or the
+        name itself), advertised names among the listeners'; and PLAINTEXT only."""
+        protocols = dict(_DEFAULT_PROTOCOL_MAP)
+        protocol_map = self.quiet.get("listener.security.protocol.map")
+        if protocol_map:
+            protocols = {}
+            for entry in protocol_map.split(","):
+                listener_name, sep, protocol = entry.strip().partition(":")
+                if not sep or not listener_name or not protocol:
+                    raise ValueError(f"listener.security.protocol.map: {entry.strip()!r} is "
+                                     "not NAME:PROTOCOL")
+                protocols[listener_name.strip().upper()] = protocol.strip().upper()
+        listeners = self.listeners
+        names = [spec.name for spec in listeners]
+        if not listeners:
+            raise ValueError("listeners: at least one listener is needed")
+        if len(set(names)) != len(names):
+            raise ValueError(f"listeners: each listener must have a different name: {names}")
+        ports = [spec.port for spec in listeners if spec.port != 0]
+        if len(set(ports)) != len(ports):
+            raise ValueError(f"listeners: each listener must have a different port: {ports}")
+        for prop, specs in (("listeners", listeners),
+                            ("advertised.listeners", self.advertised_specs())):
+            for spec in specs:
+                protocol = protocols.get(spec.name)
+                if protocol is None:
+                    raise ValueError(
+                        f"{prop}: listener {spec.name} has no security protocol (give it one "
+                        "in listener.security.protocol.map, as NAME:PLAINTEXT)")
+                if protocol != "PLAINTEXT":
+                    raise ValueError(f"{prop}: {spec.name} listeners are not supported "
+                                     f"({protocol}); kcoord serves PLAINTEXT only")
+        unknown = [spec.name for spec in self.advertised_specs() if spec.name not in names]
+        if unknown:
+            raise ValueError(f"advertised.listeners: {unknown} are not among the listeners "
+                             f"{names}")
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
 
     def get(self, name: str, default: Any = None) -> Any:
         return self.values.get(name, default)
+
+    def differences(self) -> dict[str, str]:
+        """Every property whose value is not its default under ``--kafka-defaults``
+        (Kafka's, but for where kcoord listens and keeps its data): ``value
+        (default X; why)``, why being ``development default`` or ``set`` (a file,
+        an override or a flag)."""
+        why = {"dev": "development default", "static": "set"}
+        out = {}
+        for name, value in sorted(self.values.items()):
+            default = BROKER_CONFIGS[name].default
+            if value != default:
+                out[name] = (f"{_shown(value)} (default {_shown(default)}; "
+                             f"{why.get(self.sources[name], self.sources[name])})")
+        return out
 
     # --- derived values ---------------------------------------------------------
 
@@ -527,22 +617,42 @@ class BrokerConfig:
         return self.values["node.id"]
 
     @property
-    def listener(self) -> tuple[str, int]:
-        _name, host, port = parse_listener(self.values["listeners"][0])
-        return host, port
+    def listeners(self) -> list[ListenerSpec]:
+        """The listeners served: a KRaft controller's (``controller.listener.names``,
+        in a configuration written for Kafka) is not, as kcoord has no controller."""
+        controllers = {n.strip().upper() for n in
+                       self.quiet.get("controller.listener.names", "").split(",")}
+        return [spec for spec in (ListenerSpec(*parse_listener(s))
+                                  for s in self.values["listeners"] or [])
+                if spec.name not in controllers]
+
+    def advertised_specs(self) -> list[ListenerSpec]:
+        return [ListenerSpec(*parse_listener(spec))
+                for spec in self.values.get("advertised.listeners") or []]
 
     @property
-    def advertised(self) -> tuple[str, int]:
-        adv = self.values.get("advertised.listeners")
-        if adv:
-            _name, host, port = parse_listener(adv[0])
-        else:
-            host, port = self.listener
+    def listener(self) -> tuple[str, int]:
+        """The first listener's host and port."""
+        first = self.listeners[0]
+        return first.host, first.port
+
+    def advertised_for(self, name: str) -> tuple[str, int]:
+        """What clients that connect to listener ``name`` are told to connect to:
+        its advertised.listeners entry, else its own address (port 0 stands for
+        the port the listener got)."""
+        advertised = {spec.name: spec for spec in self.advertised_specs()}
+        spec = advertised.get(name) or next(s for s in self.listeners if s.name == name)
+        host = spec.host
         if host in ("", "0.0.0.0", "::"):
             # Like Kafka, an unspecified bind address is not something a client can
             # dial; advertise loopback unless told otherwise.
             host = "127.0.0.1" if host != "::" else "::1"
-        return host, port
+        return host, spec.port
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        """What the first listener advertises."""
+        return self.advertised_for(self.listeners[0].name)
 
     @property
     def data_dir(self) -> Path:

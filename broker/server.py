@@ -32,6 +32,7 @@ import contextlib
 import gc
 import inspect
 import io
+import logging
 import socket
 import struct
 import threading
@@ -121,10 +122,17 @@ class RequestContext:
         self.peer = peer
         self.connection = connection
 
+    @property
+    def advertised(self) -> tuple[str, int]:
+        """The broker's address for the client: what the listener the request came
+        in on advertises."""
+        return self.broker.advertised_for(self.connection.listener)
+
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, broker: "Broker"):
+    def __init__(self, broker: "Broker", listener: str = "PLAINTEXT"):
         self.broker = broker
+        self.listener = listener  # the name of the listener it was accepted on
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         # The start of a frame not received whole (at most a small frame).
@@ -146,6 +154,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._pass_scheduled = False
         self._gone: asyncio.Future | None = None  # see ``gone``
         self.max_frame = broker.config["socket.request.max.bytes"]
+        # Each request is traced at debug level: whether that level is on is asked
+        # once per connection, not once per request.
+        self._trace = log.bind().is_enabled_for(logging.DEBUG)
+        self._requests = 0
 
     # -- transport callbacks ----------------------------------------------------
 
@@ -161,10 +173,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 pass
         self.broker.connections.add(self)
         self._arm_idle_timer()
+        if self._trace:
+            log.debug("connection.opened", peer=self.peer,
+                      connections=len(self.broker.connections))
 
     def connection_lost(self, exc):
         self._closed = True
         self.broker.connections.discard(self)
+        if self._trace:
+            log.debug("connection.closed", peer=self.peer, requests=self._requests,
+                      reason=str(exc) if exc is not None else "closed")
         if self._idle_timer is not None:
             self._idle_timer.cancel()
         self._queue.clear()
@@ -401,6 +419,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _serve(self, reg, api_version: int, correlation_id: int, header, request):
         schema = reg.schema
+        self._requests += 1
+        if self._trace:
+            log.debug("request", peer=self.peer, api=schema.name, version=api_version,
+                      correlation_id=correlation_id, client_id=header.client_id or "")
         flexible = schema.is_flexible(api_version)
         ctx = RequestContext(self.broker, reg.key, api_version, correlation_id,
                              header.client_id or "", self.peer, self)

@@ -31,9 +31,9 @@ TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
-def broker_entries(broker):
-    return [{"node_id": broker.node_id, "host": broker.advertised_host,
-             "port": broker.advertised_port, "rack": None}]
+def broker_entries(ctx):
+    host, port = ctx.advertised
+    return [{"node_id": ctx.broker.node_id, "host": host, "port": port, "rack": None}]
 
 
 def topic_entry(broker, topic, include_ops: bool):
@@ -97,7 +97,7 @@ def metadata(ctx, request):
     if requested is not None and _has_ids_below_v12(requested, version):
         # Kafka fails the whole request (InvalidRequestException turned into an
         # error answer naming every requested topic).
-        return _response(broker, request, [
+        return _response(ctx, request, [
             _error_entry(t.name or "", ErrorCode.INVALID_REQUEST, t.topic_id) for t in requested])
     if requested is not None:
         # Kafka answers a set of topics: a name (or id) asked twice is answered once.
@@ -139,14 +139,15 @@ def metadata(ctx, request):
         if to_create:
             # Every name of the request is created by one topic operation (one
             # journal write), off the event loop.
-            return _auto_create(broker, request, entries, to_create, include_ops)
-    return _response(broker, request, entries)
+            return _auto_create(ctx, request, entries, to_create, include_ops)
+    return _response(ctx, request, entries)
 
 
-def _response(broker, request, entries):
+def _response(ctx, request, entries):
+    broker = ctx.broker
     return {
         "throttle_time_ms": 0,
-        "brokers": broker_entries(broker),
+        "brokers": broker_entries(ctx),
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": entries,
@@ -156,7 +157,8 @@ def _response(broker, request, entries):
     }
 
 
-async def _auto_create(broker, request, entries, to_create, include_ops):
+async def _auto_create(ctx, request, entries, to_create, include_ops):
+    broker = ctx.broker
     specs = [(name, partitions, {}) for name, (_i, partitions) in to_create.items()]
     results = await broker.topics.create_many(specs)
     for (name, (index, _p)), result in zip(to_create.items(), results):
@@ -167,4 +169,4 @@ async def _auto_create(broker, request, entries, to_create, include_ops):
                               else _error_entry(name, result.code))
         else:
             entries[index] = topic_entry(broker, result, include_ops)
-    return _response(broker, request, entries)
+    return _response(ctx, request, entries)

@@ -53,8 +53,7 @@ def find_coordinator(ctx, request):
         log.warning("find_coordinator.transactional_refused", peer=ctx.peer,
                     client_id=ctx.client_id, keys=keys[:5], reason=NO_TRANSACTIONS)
     ok = code == ErrorCode.NONE
-    node = (broker.node_id, broker.advertised_host, broker.advertised_port) if ok \
-        else (-1, "", -1)
+    node = (broker.node_id, *ctx.advertised) if ok else (-1, "", -1)
     if version >= 4:
         return {"throttle_time_ms": 0, "coordinators": [
             {"key": key, "node_id": node[0], "host": node[1], "port": node[2],

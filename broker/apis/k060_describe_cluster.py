@@ -36,8 +36,8 @@ def describe_cluster(ctx, request):
         "endpoint_type": BROKER_ENDPOINT,
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
-        "brokers": [{"broker_id": broker.node_id, "host": broker.advertised_host,
-                     "port": broker.advertised_port, "rack": None}],
+        "brokers": [{"broker_id": broker.node_id, "host": ctx.advertised[0],
+                     "port": ctx.advertised[1], "rack": None}],
         "cluster_authorized_operations": (
             CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else NOT_PROVIDED
         ),

@@ -204,3 +204,88 @@ def test_an_advertised_port_other_than_the_one_listened_on_is_warned_about(tmp_p
         assert "broker.advertised_port_differs" not in same.event_names()
     finally:
         same.terminate()
+
+
+def test_a_data_dir_deleted_under_the_broker_stops_it_with_one_critical_line(tmp_path):
+    import shutil
+
+    from protocol.client import WireClient
+
+    data = tmp_path / "data"
+    node = BrokerProcess(data).start()
+    try:
+        with WireClient("127.0.0.1", node.port) as client:
+            created = client.call(19, 5, {"topics": [{"name": "t", "num_partitions": 1,
+                                                      "replication_factor": 1, "assignments": [],
+                                                      "configs": []}], "timeout_ms": 5000})
+            assert created["topics"][0]["error_code"] == 0
+        shutil.rmtree(data)
+        rc = node.proc.wait(15)  # noticed within a second or two, not at the next restart
+    finally:
+        node.kill()
+    node._reader.join(5)
+    assert rc == 1
+    failed = [e for e in node.events if e.get("event") == "broker.log_dir_failed"]
+    assert len(failed) == 1 and "was deleted or replaced" in failed[0]["reason"]
+    assert failed[0]["level"] == "critical"
+    assert not any("Traceback" in str(e) for e in node.events)
+    assert not data.exists()  # nothing wrote a new, empty data dir in its place
+
+
+def test_the_start_logs_every_value_that_is_not_a_default_once(tmp_path):
+    node = BrokerProcess(tmp_path, "--override", "num.partitions=3").start()
+    node.terminate()
+    configs = [e for e in node.events if e.get("event") == "broker.config"]
+    assert len(configs) == 1
+    shown = configs[0]["not_default"]
+    assert shown["num.partitions"] == "3 (default 1; set)"
+    assert shown["group.initial.rebalance.delay.ms"] == "0 (default 3000; development default)"
+    assert "offsets.topic.num.partitions" not in shown  # a default is not listed
+    kafka = BrokerProcess(tmp_path / "k", "--kafka-defaults").start()
+    kafka.terminate()
+    shown = next(e for e in kafka.events if e.get("event") == "broker.config")["not_default"]
+    assert not any("development default" in v for v in shown.values())
+
+
+def test_at_debug_level_connections_and_requests_are_traced_and_no_field_is_empty(tmp_path):
+    from kafka import KafkaConsumer
+
+    from protocol.client import WireClient
+
+    node = BrokerProcess(tmp_path, "--log-level", "debug").start()
+    try:
+        with WireClient("127.0.0.1", node.port, client_id="tracer") as client:
+            client.call(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+        # A consumer group: JoinGroup before v8 gives no reason, which the log leaves out.
+        consumer = KafkaConsumer(bootstrap_servers=node.bootstrap, group_id="g",
+                                 api_version=(2, 3), consumer_timeout_ms=500)
+        consumer.subscribe(["t"])
+        for _ in range(20):
+            consumer.poll(timeout_ms=100)
+            if consumer.assignment():
+                break
+        consumer.close()
+    finally:
+        node.terminate()
+    traced = [e for e in node.events if e.get("event") == "request"
+              and e.get("client_id") == "tracer"]
+    assert [(e["api"], e["version"]) for e in traced] == [("ApiVersions", 3)]
+    opened = [e for e in node.events if e.get("event") == "connection.opened"]
+    closed = [e for e in node.events if e.get("event") == "connection.closed"]
+    assert traced[0]["peer"] in {e["peer"] for e in opened} & {e["peer"] for e in closed}
+    assert any(e.get("event") == "group.member_joined" for e in node.events)
+    empty = [(e["event"], k) for e in node.events for k, v in e.items() if v is None]
+    assert empty == []
+
+
+def test_serve_help_gives_examples_port_0_and_the_development_defaults():
+    from broker.config import DEV_DEFAULTS
+
+    result = _run_cli("serve", "--help")
+    assert result.returncode == 0
+    text = result.stdout
+    assert "examples:" in text and "kcoord serve --port 0" in text and "--kafka-defaults" in text
+    for name, (dev, kafka) in DEV_DEFAULTS.items():
+        row = next(line for line in text.splitlines() if line.strip().startswith(name + " "))
+        assert row.split()[1:] == [str(dev), "(Kafka:", f"{kafka})"], row
+    assert "kcoord serve" in _run_cli("--help").stdout

@@ -150,3 +150,19 @@ def test_a_malformed_unicode_escape_is_an_error_as_in_java(tmp_path):
     path.write_text("bad=\\u00zz\n")
     with pytest.raises(ValueError, match="malformed"):
         read_properties(path)
+
+
+def test_kafka_variables_are_named_as_apache_kafka_s_image_names_them():
+    from broker.config import properties_from_env
+    props = properties_from_env({
+        "KAFKA_NUM_PARTITIONS": "3", "KAFKA_LOG_RETENTION_MS": "1000",
+        "KAFKA_LISTENER_NAME_INTERNAL_SASL_ENABLED___MECHANISMS": "x",
+        "KAFKA_CONFLUENT__SUPPORT": "y", "KAFKA_OPTS": "-Dsome=jvm", "KAFKA_HEAP_OPTS": "-Xmx1G",
+        "KAFKA_ADVERTISED_LISTENERS": "PLAINTEXT://broker:19092,HOST://localhost:9092",
+        "OTHER": "z"})
+    assert props == {
+        "num.partitions": "3", "log.retention.ms": "1000",
+        "listener.name.internal.sasl.enabled-mechanisms": "x", "confluent_support": "y",
+        "advertised.listeners": "PLAINTEXT://broker:19092,HOST://localhost:9092",
+        # without KAFKA_LISTENERS, the advertised ones on every address
+        "listeners": "PLAINTEXT://0.0.0.0:19092,HOST://0.0.0.0:9092"}

@@ -203,3 +203,79 @@ def test_dockerfile_runs_the_tested_entrypoint_and_healthcheck():
     assert "9092:9092" in compose
     assert "kcoord-data:/var/lib/kcoord" in compose
     assert "dockerfile: docker/Dockerfile" in compose
+
+
+def test_apache_kafka_s_image_variables_configure_it_with_two_listeners(tmp_path):
+    """The environment of Apache Kafka's own single-node compose example (a
+    listener for the host, one for other containers, a KRaft controller
+    listener kcoord does not serve), on loopback ports."""
+    host_port, internal_port, controller_port = _free_port(), _free_port(), _free_port()
+    logs = tmp_path / "kraft-combined-logs"
+    env = {
+        "KAFKA_NODE_ID": "1",
+        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP":
+            "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PLAINTEXT_HOST:PLAINTEXT",
+        "KAFKA_ADVERTISED_LISTENERS":
+            f"PLAINTEXT_HOST://localhost:{host_port},PLAINTEXT://broker:{internal_port}",
+        "KAFKA_PROCESS_ROLES": "broker,controller",
+        "KAFKA_CONTROLLER_QUORUM_VOTERS": f"1@broker:{controller_port}",
+        "KAFKA_LISTENERS": f"CONTROLLER://127.0.0.1:{controller_port},"
+                           f"PLAINTEXT_HOST://127.0.0.1:{host_port},"
+                           f"PLAINTEXT://127.0.0.1:{internal_port}",
+        "KAFKA_INTER_BROKER_LISTENER_NAME": "PLAINTEXT",
+        "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+        "CLUSTER_ID": "4L6g3nShT-eMCtK--X86sw",
+        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
+        "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+        "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
+        "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
+        "KAFKA_LOG_DIRS": str(logs),
+        "KAFKA_NUM_PARTITIONS": "3",
+        "KAFKA_HEAP_OPTS": "-Xmx1G",  # a JVM setting: not a property
+        "KCOORD_LOG_FORMAT": "json",
+    }
+    node = Entrypoint(tmp_path, env)
+    node.port = host_port
+    node.start()
+    try:
+        seen = {}
+        for port in (host_port, internal_port):
+            with RawClient(port) as client:
+                metadata = client.request(MetadataRequest[1](topics=["orders"]))
+            seen[port] = [(b.host, b.port) for b in metadata.brokers]
+            assert len(metadata.topics[0][3]) == 3  # KAFKA_NUM_PARTITIONS
+        assert seen == {host_port: [("localhost", host_port)],
+                        internal_port: [("broker", internal_port)]}
+        with pytest.raises(OSError):  # the controller listener is not served
+            socket.create_connection(("127.0.0.1", controller_port), timeout=1).close()
+        assert logs.is_dir() and any(logs.iterdir())  # KAFKA_LOG_DIRS is the data dir
+        assert not node.data_dir.exists()
+        assert "unknown_property_ignored" not in node.log()
+    finally:
+        assert node.stop() == 0, node.log()
+
+
+def test_the_compose_file_s_two_listeners_serve_the_host_and_other_containers(tmp_path):
+    """docker/compose.yaml's environment, run by the entrypoint on loopback with
+    free ports in place of 9092 and 19092."""
+    compose = (DOCKER / "compose.yaml").read_text()
+    env = dict(re.findall(r'^\s+(KAFKA_[A-Z_]+): "([^"]*)"$', compose, re.M))
+    assert set(env) == {"KAFKA_LISTENERS", "KAFKA_ADVERTISED_LISTENERS",
+                        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"}
+    host_port, internal_port = _free_port(), _free_port()
+    for key in env:
+        env[key] = env[key].replace("0.0.0.0", "127.0.0.1").replace(
+            ":19092", f":{internal_port}").replace(":9092", f":{host_port}")
+    node = Entrypoint(tmp_path, env)
+    node.port = host_port
+    node.start()
+    try:
+        seen = {}
+        for port in (host_port, internal_port):
+            with RawClient(port) as client:
+                metadata = client.request(MetadataRequest[1](topics=[]))
+            seen[port] = [(b.host, b.port) for b in metadata.brokers]
+        assert seen == {host_port: [("localhost", host_port)],
+                        internal_port: [("kcoord", internal_port)]}
+    finally:
+        assert node.stop() == 0, node.log()
