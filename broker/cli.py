@@ -53,7 +53,9 @@ def _parser() -> argparse.ArgumentParser:
                        choices=("debug", "info", "warning", "error"),
                        help="info (default); debug also traces every connection and request")
     from pipeline.cli import add_parser as add_pipeline_parser  # argparse only: no Spark import
+    from broker.tools import groups
 
+    groups.add_parser(sub)
     add_pipeline_parser(sub)
     return parser
 
@@ -191,6 +193,10 @@ def main(argv: list[str] | None = None) -> int:
         from pipeline.cli import run as run_pipeline
 
         return run_pipeline(args)
+    if args.command == "groups":
+        from broker.tools import groups
+
+        return groups.run(args)
     logs.configure(args.log_format, args.log_level)
     if args.command == "serve":
         try:

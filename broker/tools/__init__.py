@@ -1,0 +1,1 @@
+"""kcoord's command-line tools for a running broker: clients, as Kafka's own tools are."""

@@ -1,0 +1,149 @@
+"""``kcoord groups`` next to Kafka 4.4's own ``kafka-consumer-groups.sh``
+(``ConsumerGroupCommand``), both pointed at the same broker: the same output,
+to the byte, for each action a user runs (rows that Kafka's tool prints in hash
+order are compared as sets), and the same exit status."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from broker.testing import Kcoord
+from tests.reference import kafka
+from tests.support import REPO
+
+TOOL = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+
+
+@pytest.fixture(scope="module")
+def tools(_reference_pool):
+    _reference_pool.get(kafka.MAIN_VERSION)
+    return kafka
+
+
+def _both(bootstrap: str, *args: str):
+    theirs = kafka.run_tool(TOOL, "--bootstrap-server", bootstrap, *args)
+    ours = subprocess.run([sys.executable, "-m", "broker.cli", "groups", "--bootstrap-server",
+                           bootstrap, *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=60)
+    return theirs, ours
+
+
+def _same(bootstrap: str, *args: str, rows_in_any_order: bool = False) -> str:
+    """Both tools' output; with ``rows_in_any_order``, the lines after the header
+    (Kafka prints them in hash order) are compared as a multiset."""
+    theirs, ours = _both(bootstrap, *args)
+    assert ours.returncode == theirs.returncode, (args, theirs, ours)
+    assert ours.stderr.strip() == theirs.stderr.strip(), (args, theirs.stderr, ours.stderr)
+    if rows_in_any_order:
+        mine, kafkas = ours.stdout.split("\n"), theirs.stdout.split("\n")
+        head = next((i + 1 for i, line in enumerate(kafkas) if line.startswith("GROUP ")), 0)
+        assert mine[:head] == kafkas[:head], (args, theirs.stdout, ours.stdout)
+        assert sorted(mine[head:]) == sorted(kafkas[head:]), (args, theirs.stdout, ours.stdout)
+    else:
+        assert ours.stdout == theirs.stdout, (args, theirs.stdout, ours.stdout)
+    return ours.stdout
+
+
+@pytest.fixture(scope="module")
+def groups(tools, tmp_path_factory):
+    """A broker holding: ``billing``, two live members over two topics (one
+    partition committed); ``static``, one static member; ``old-group``, empty
+    with a committed offset."""
+    from tests.support import BrokerThread
+
+    node = BrokerThread(tmp_path_factory.mktemp("groups-tool")).start()
+    admin = Kcoord(node.bootstrap)
+    orders = admin.create_topic("orders")
+    payments = admin.create_topic("payments", partitions=3)
+    producer = Producer({"bootstrap.servers": node.bootstrap})
+    for i in range(10):
+        producer.produce(orders, str(i).encode(), partition=0)
+    assert producer.flush(10) == 0
+    consumers = []
+
+    def join(group, n, **extra):
+        for i in range(n):
+            c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": group,
+                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                          "client.id": f"{group}-client-{i}", **extra})
+            c.subscribe([orders, payments])
+            consumers.append(c)
+        mine = consumers[-n:]
+        for _ in range(200):
+            for c in mine:
+                c.poll(0.02)
+            described = admin.describe_group(group)
+            if described["group_state"] == "Stable" and len(described["members"]) == n and \
+                    all(c.assignment() for c in mine):
+                return mine
+        raise AssertionError(f"{group} did not settle")
+
+    join("billing", 2)[0].commit(offsets=[TopicPartition(orders, 0, 4)], asynchronous=False)
+    join("static", 1, **{"group.instance.id": "static-instance-1"})
+    old = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "old-group",
+                    "enable.auto.commit": False})
+    old.commit(offsets=[TopicPartition(orders, 0, 7)], asynchronous=False)
+    old.close()
+    yield node
+    for c in consumers:
+        c.close()
+    admin.close()
+    node.stop()
+
+
+@pytest.mark.parametrize("args", [
+    ("--list",),
+    ("--list", "--state"),
+    ("--list", "--state", "Stable"),
+    ("--describe", "--group", "billing", "--members"),
+    ("--describe", "--group", "billing", "--members", "--verbose"),
+    ("--describe", "--group", "static", "--members", "--verbose"),
+    ("--describe", "--group", "billing", "--state"),
+    ("--describe", "--group", "old-group"),
+    ("--describe", "--group", "old-group", "--state"),
+    ("--describe", "--group", "old-group", "--members"),
+    ("--describe", "--group", "no-such-group"),
+], ids=lambda a: " ".join(a))
+def test_the_groups_tool_prints_what_kafka_s_prints(groups, args):
+    _same(groups.bootstrap, *args,
+          rows_in_any_order=args[0] == "--list" or "--members" in args)
+
+
+def test_offsets_and_lag_as_kafka_s_tool_shows_them(groups):
+    out = _same(groups.bootstrap, "--describe", "--group", "billing", "--offsets",
+                rows_in_any_order=True)
+    committed = [line.split() for line in out.splitlines()[2:] if line.split()[3:4] == ["4"]]
+    assert len(committed) == 1 and committed[0][3:6] == ["4", "10", "6"]  # offset, end, lag
+    out = _same(groups.bootstrap, "--describe", "--all-groups", rows_in_any_order=True)
+    assert "old-group" in out and "billing" in out and "static" in out
+
+
+def test_deleting_a_group_with_members_and_an_empty_one_as_kafka_s_tool_does(groups):
+    _same(groups.bootstrap, "--delete", "--group", "billing")  # refused: it has members
+    admin = Kcoord(groups.bootstrap)
+    orders = next(t for t in _topics(admin) if t.startswith("orders"))
+    for name in ("gone-1", "gone-2"):
+        c = Consumer({"bootstrap.servers": groups.bootstrap, "group.id": name,
+                      "enable.auto.commit": False})
+        c.commit(offsets=[TopicPartition(orders, 0, 1)], asynchronous=False)
+        c.close()
+    theirs = kafka.run_tool(TOOL, "--bootstrap-server", groups.bootstrap, "--delete",
+                            "--group", "gone-1")
+    ours = subprocess.run([sys.executable, "-m", "broker.cli", "groups", "--bootstrap-server",
+                           groups.bootstrap, "--delete", "--group", "gone-2"],
+                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert ours.returncode == theirs.returncode == 0
+    assert ours.stdout == theirs.stdout.replace("gone-1", "gone-2")
+    listed = admin.call(16, 5, {"states_filter": [], "types_filter": []})["groups"]
+    assert not {"gone-1", "gone-2"} & {g["group_id"] for g in listed}
+    admin.close()
+
+
+def _topics(admin) -> list[str]:
+    listed = admin.call(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                "include_topic_authorized_operations": False})
+    return [t["name"] for t in listed["topics"]]
