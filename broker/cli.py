@@ -53,9 +53,10 @@ def _parser() -> argparse.ArgumentParser:
                        choices=("debug", "info", "warning", "error"),
                        help="info (default); debug also traces every connection and request")
     from pipeline.cli import add_parser as add_pipeline_parser  # argparse only: no Spark import
-    from broker.tools import groups
+    from broker.tools import groups, topics
 
     groups.add_parser(sub)
+    topics.add_parser(sub)
     add_pipeline_parser(sub)
     return parser
 
@@ -193,10 +194,10 @@ def main(argv: list[str] | None = None) -> int:
         from pipeline.cli import run as run_pipeline
 
         return run_pipeline(args)
-    if args.command == "groups":
-        from broker.tools import groups
+    if args.command in ("groups", "topics"):
+        from broker.tools import groups, topics
 
-        return groups.run(args)
+        return (groups if args.command == "groups" else topics).run(args)
     logs.configure(args.log_format, args.log_level)
     if args.command == "serve":
         try:
