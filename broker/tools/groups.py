@@ -22,7 +22,7 @@ from protocol.errors import ErrorCode
 from protocol.group_records import consumer_assignment
 
 MISSING = "-"
-ACTIONS = ("list", "describe", "delete")
+ACTIONS = ("list", "describe", "delete", "reset-offsets", "delete-offsets")
 _STATES = {"preparingrebalance": "PreparingRebalance", "completingrebalance":
            "CompletingRebalance", "stable": "Stable", "dead": "Dead", "empty": "Empty",
            "assigning": "Assigning", "reconciling": "Reconciling"}
@@ -46,7 +46,35 @@ def add_parser(sub) -> None:
                             help={"list": "list the consumer groups",
                                   "describe": "describe groups: offsets and lag (default), "
                                               "--members or --state",
-                                  "delete": "delete groups (they must have no members)"}[action])
+                                  "delete": "delete groups (they must have no members)",
+                                  "reset-offsets": "reset a group's offsets (a dry run unless "
+                                                   "--execute); the group must have no members",
+                                  "delete-offsets": "delete a group's offsets of --topic"
+                                  }[action])
+    parser.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P]",
+                        help="with --reset-offsets or --delete-offsets: a topic, or some of "
+                             "its partitions (repeatable)")
+    parser.add_argument("--all-topics", action="store_true",
+                        help="with --reset-offsets: every partition the group has an offset of")
+    scenario = parser.add_mutually_exclusive_group()
+    scenario.add_argument("--to-earliest", action="store_true", help="to the log start")
+    scenario.add_argument("--to-latest", action="store_true", help="to the log end")
+    scenario.add_argument("--to-current", action="store_true",
+                          help="to the committed offset (the log end where none)")
+    scenario.add_argument("--to-offset", type=int, metavar="OFFSET", help="to this offset")
+    scenario.add_argument("--shift-by", type=int, metavar="N",
+                          help="by N from the committed offset (negative: back)")
+    scenario.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
+                          help="to the first offset at or after this time (a zone such as Z "
+                               "or +01:00 may follow; local time otherwise)")
+    scenario.add_argument("--by-duration", metavar="PnDTnHnMnS",
+                          help="to the first offset at or after now less this ISO-8601 duration")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="with --reset-offsets: only show the new offsets (the default)")
+    parser.add_argument("--execute", action="store_true",
+                        help="with --reset-offsets: commit the new offsets")
+    parser.add_argument("--export", action="store_true",
+                        help="with --reset-offsets: print the new offsets as CSV")
     parser.add_argument("--group", action="append", default=[], help="a group (repeatable)")
     parser.add_argument("--all-groups", action="store_true", help="every consumer group")
     parser.add_argument("--offsets", action="store_true",
@@ -62,10 +90,10 @@ def add_parser(sub) -> None:
 
 
 def run(args, out=sys.stdout, err=sys.stderr) -> int:
-    actions = [a for a in ACTIONS if getattr(args, a)]
+    actions = [a for a in ACTIONS if getattr(args, a.replace("-", "_"))]
     if len(actions) != 1:
-        print("Command must include exactly one action: --list, --describe, --delete",
-              file=err)
+        print("Command must include exactly one action: --list, --describe, --delete, "
+              "--reset-offsets, --delete-offsets", file=err)
         return 1
     if actions[0] != "list" and not args.group and not args.all_groups:
         print(f"Option [{actions[0]}] takes one of these options: [all-groups], [group]",
@@ -85,6 +113,10 @@ def run(args, out=sys.stdout, err=sys.stderr) -> int:
         groups = tool.consumer_group_ids() if args.all_groups else args.group
         if actions[0] == "delete":
             return tool.delete(groups)
+        if actions[0] == "reset-offsets":
+            return _reset(tool, groups, args, err)
+        if actions[0] == "delete-offsets":
+            return tool.delete_offsets(args.group[0], args.topic)
         if args.members:
             return tool.describe_members(groups, args.verbose)
         if args.state is not None and not args.offsets:
@@ -325,6 +357,172 @@ class _Groups:
         return {c["key"]: f"{c['host']}:{c['port']}  ({c['node_id']})"
                 for c in answer["coordinators"] if c["error_code"] == ErrorCode.NONE}
 
+    # -- resetting ---------------------------------------------------------------------------
+
+    def _list_offsets(self, partitions, timestamp: int) -> dict[tuple[str, int], int]:
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in sorted(set(partitions)):
+            by_topic.setdefault(topic, []).append(p)
+        if not by_topic:
+            return {}
+        answer = self.client.call(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": t, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
+                                        "timestamp": timestamp} for p in ps]}
+            for t, ps in by_topic.items()]})
+        return {(t["name"], p["partition_index"]): p["offset"]
+                for t in answer["topics"] for p in t["partitions"]
+                if p["error_code"] == ErrorCode.NONE}
+
+    def _scope(self, group: str, args) -> list[tuple[str, int]]:
+        if args.all_topics:
+            return sorted(self._committed(group))
+        chosen = []
+        whole = []
+        for arg in args.topic:
+            if ":" in arg:
+                topic, _, partitions = arg.partition(":")
+                if not topic or ":" in partitions:
+                    raise ValueError(f"Invalid topic arg '{arg}', expected topic name and "
+                                     "partitions")
+                for p in partitions.split(","):
+                    if not p.strip().isdigit():
+                        raise ValueError(f"Invalid partition '{p}' specified in topic arg "
+                                         f"'{arg}''")
+                    chosen.append((topic, int(p)))
+            else:
+                whole.append(arg)
+        if whole:
+            answer = self.client.call(3, 12, {
+                "topics": [{"topic_id": None, "name": t} for t in whole],
+                "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+            for t in answer["topics"]:
+                if t["error_code"] != ErrorCode.NONE:
+                    raise ValueError(f"Executing consumer group command failed due to "
+                                     f"{ErrorCode(t['error_code']).name}")
+                chosen += [(t["name"], p["partition_index"]) for p in t["partitions"]]
+        return chosen
+
+    def plan_reset(self, group: str, args) -> dict[tuple[str, int], int]:
+        """The new offset of each partition in scope, as Kafka's tool computes it."""
+        partitions = self._scope(group, args)
+        if args.to_earliest:
+            return self._listed_or_fail(partitions, EARLIEST, "starting offset")
+        if args.to_latest:
+            return self._listed_or_fail(partitions, LATEST, "ending offset")
+        if args.to_current:
+            committed = self._committed(group)
+            planned = {tp: committed[tp] for tp in partitions if tp in committed}
+            planned.update(self._listed_or_fail(
+                [tp for tp in partitions if tp not in committed], LATEST, "ending offset"))
+            return planned
+        if args.to_offset is not None:
+            return self._within_log({tp: args.to_offset for tp in partitions})
+        if args.shift_by is not None:
+            committed = self._committed(group)
+            missing = [tp for tp in partitions if tp not in committed]
+            if missing:
+                raise ValueError(f"Cannot shift offset for partition {missing[0][0]}-"
+                                 f"{missing[0][1]} since there is no current committed offset")
+            return self._within_log({tp: committed[tp] + args.shift_by for tp in partitions})
+        import time
+        timestamp = _parse_datetime(args.to_datetime) if args.to_datetime is not None else \
+            int(time.time() * 1000) - _parse_duration_ms(args.by_duration)
+        found = self._list_offsets(partitions, timestamp)
+        latest = None
+        planned = {}
+        for tp in partitions:
+            offset = found.get(tp, -1)
+            if offset < 0:  # no record at or after the time
+                self._print(f"\nWarn: Partition {tp[1]} from topic {tp[0]} is empty. Falling "
+                            "back to latest known offset.")
+                latest = latest if latest is not None else self._list_offsets(partitions, LATEST)
+                offset = latest[tp]
+            planned[tp] = offset
+        return planned
+
+    def _listed_or_fail(self, partitions, timestamp: int, what: str) -> dict:
+        found = self._list_offsets(partitions, timestamp)
+        for tp in partitions:
+            if tp not in found:
+                raise ValueError(f"Error getting {what} of topic partition: {tp[0]}-{tp[1]}")
+        return {tp: found[tp] for tp in partitions}
+
+    def _within_log(self, wanted: dict) -> dict:
+        """Kafka's checkOffsetsRange: an offset past the log end is the end, one
+        before the log start is the start."""
+        starts = self._list_offsets(wanted, EARLIEST)
+        ends = self._list_offsets(wanted, LATEST)
+        planned = {}
+        for tp, offset in wanted.items():
+            if tp not in ends:
+                raise ValueError(f"Unexpected non-existing offset value for topic partition "
+                                 f"{tp[0]}-{tp[1]}")
+            if offset > ends[tp]:
+                print(f"New offset ({offset}) is higher than latest offset for topic partition "
+                      f"{tp[0]}-{tp[1]}. Value will be set to {ends[tp]}.", file=self.err)
+                offset = ends[tp]
+            elif tp in starts and offset < starts[tp]:
+                print(f"New offset ({offset}) is lower than earliest offset for topic partition "
+                      f"{tp[0]}-{tp[1]}. Value will be set to {starts[tp]}.", file=self.err)
+                offset = starts[tp]
+            planned[tp] = offset
+        return planned
+
+    def commit(self, group: str, planned: dict) -> None:
+        """The new offsets, committed as an admin client commits them (no member)."""
+        by_topic: dict[str, list] = {}
+        for (topic, p), offset in sorted(planned.items()):
+            by_topic.setdefault(topic, []).append(
+                {"partition_index": p, "committed_offset": offset, "committed_leader_epoch": -1,
+                 "committed_metadata": ""})
+        answer = self.client.call(8, 9, {"group_id": group, "generation_id_or_member_epoch": -1,
+                                         "member_id": "", "group_instance_id": None,
+                                         "topics": [{"name": t, "partitions": ps}
+                                                    for t, ps in by_topic.items()]})
+        for t in answer["topics"]:
+            for p in t["partitions"]:
+                if p["error_code"] != ErrorCode.NONE:
+                    raise ValueError(f"Executing consumer group command failed due to "
+                                     f"{ErrorCode(p['error_code']).name}")
+
+    def delete_offsets(self, group: str, topics) -> int:
+        partitions = self._scope(group, argparse.Namespace(all_topics=False, topic=topics))
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in partitions:
+            by_topic.setdefault(topic, []).append(p)
+        answer = self.client.call(47, 0, {"group_id": group, "topics": [
+            {"name": t, "partitions": [{"partition_index": p} for p in ps]}
+            for t, ps in by_topic.items()]})
+        top = ErrorCode(answer["error_code"])
+        results = {(t["name"], p["partition_index"]): ErrorCode(p["error_code"])
+                   for t in answer["topics"] for p in t["partitions"]}
+        partition_level = (ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC,
+                           ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                           ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if top is ErrorCode.NONE:
+            top = next((c for c in results.values() if c is not ErrorCode.NONE), top)
+        if top is ErrorCode.NONE:
+            self._print(f"Request succeeded for deleting offsets from group {group}.")
+        elif top in partition_level:
+            self._print("\nError: Encountered some partition-level error, see the follow-up "
+                        "details.")
+        elif top in _MESSAGES:
+            self._print(f"\nError: {_MESSAGES[top]}")
+        else:
+            self._print(f"\nError: Encountered some unknown error: {top.name}")
+        width = max([15] + [len(t) for t, _p in partitions])
+        line = f"{{:<{width}}} {{:<10}} {{:<15}}"
+        self._print()
+        self._print(line.format("TOPIC", "PARTITION", "STATUS"), end="")
+        for tp in sorted(partitions, key=lambda tp: tp[0] + str(tp[1])):
+            code = results.get(tp, top)
+            status = "Successful" if code is ErrorCode.NONE else \
+                f"Error: {_exception_text(code)}"
+            self._print()
+            self._print(line.format(tp[0], tp[1], status), end="")
+        self._print()
+        return 0
+
     # -- deleting --------------------------------------------------------------------------
 
     def delete(self, groups) -> int:
@@ -361,13 +559,122 @@ def _assignment_text(owned: list[tuple[str, int]]) -> str:
                            for topic, ps in by_topic.items()))
 
 
+# Kafka's Errors messages, as its tools print them.
+_MESSAGES = {
+    ErrorCode.NON_EMPTY_GROUP: "The group is not empty.",
+    ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist.",
+    ErrorCode.INVALID_GROUP_ID: "The group id is invalid.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: "Deleting offsets of a topic is forbidden while the "
+                                         "consumer group is actively subscribed to it.",
+}
+
+# The exceptions Kafka's admin client raises for them (org.apache.kafka.common.errors).
 _EXCEPTIONS = {
-    ErrorCode.NON_EMPTY_GROUP: "org.apache.kafka.common.errors.GroupNotEmptyException: "
-                               "The group is not empty.",
-    ErrorCode.GROUP_ID_NOT_FOUND: "org.apache.kafka.common.errors.GroupIdNotFoundException: "
-                                  "The group id does not exist.",
+    ErrorCode.NON_EMPTY_GROUP: "GroupNotEmptyException",
+    ErrorCode.GROUP_ID_NOT_FOUND: "GroupIdNotFoundException",
+    ErrorCode.INVALID_GROUP_ID: "InvalidGroupIdException",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "GroupAuthorizationException",
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "TopicAuthorizationException",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "UnknownTopicOrPartitionException",
+    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: "GroupSubscribedToTopicException",
 }
 
 
 def _exception_text(code: ErrorCode) -> str:
-    return _EXCEPTIONS.get(code, code.name)
+    """``Throwable.toString()`` of the exception Kafka's admin client raises."""
+    if code not in _EXCEPTIONS:
+        return code.name
+    return f"org.apache.kafka.common.errors.{_EXCEPTIONS[code]}: {_MESSAGES[code]}"
+
+
+# -- resetting and deleting offsets (Kafka's GroupOffsetsResetter) -----------------------
+
+EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
+
+
+def _reset(tool: "_Groups", groups, args, err) -> int:
+    scenarios = [args.to_earliest, args.to_latest, args.to_current, args.to_offset is not None,
+                 args.shift_by is not None, args.to_datetime is not None,
+                 args.by_duration is not None]
+    if not any(scenarios):
+        print("Option '[reset-offsets]' requires one of the following scenarios: "
+              "[to-offset], [to-datetime], [by-duration], [to-earliest], [to-latest], "
+              "[shift-by], [from-file], [to-current]", file=err)
+        return 1
+    if not args.all_topics and not args.topic:
+        print("One of the reset scopes should be defined: --all-topics, --topic.", file=err)
+        return 1
+    if not args.dry_run and not args.execute:
+        print("WARN: No action will be performed as the --execute option is missing. In "
+              "version 5.0, this command will require either --dry-run or --execute to be "
+              "specified. You should add the --dry-run option explicitly if you are scripting "
+              "this command and want to keep the current default behavior without prompting.",
+              file=err)
+    described = tool._describe(groups)
+    result: dict[str, dict[tuple[str, int], int]] = {}
+    for group in groups:
+        state = described[group]["group_state"]
+        if state not in ("Empty", "Dead"):
+            tool._print(f"\nError: Assignments can only be reset if the group '{group}' is "
+                        f"inactive, but the current state is {state}.")
+            result[group] = {}
+            continue
+        try:
+            planned = tool.plan_reset(group, args)
+        except ValueError as exc:
+            print(f"\nError: {exc}", file=tool.out)
+            return 1
+        if args.execute and not args.dry_run:
+            tool.commit(group, planned)
+        result[group] = planned
+    if args.export:
+        lines = [f"{tp[0]},{tp[1]},{o}" if len(result) == 1 else f"{g},{tp[0]},{tp[1]},{o}"
+                 for g, planned in result.items() for tp, o in sorted(planned.items())]
+        tool._print("".join(line + "\n" for line in lines))
+        return 0
+    if result:
+        g = max([15] + [len(group) for group in result])
+        t = max([15] + [len(tp[0]) for planned in result.values() for tp in planned])
+        line = f"{{:<{g}}} {{:<{t}}} {{:<10}} {{}}"
+        tool._print()
+        tool._print(line.format("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"), end="")
+        for group, planned in result.items():
+            for (topic, partition), offset in sorted(planned.items()):
+                tool._print()
+                tool._print(line.format(group, topic, partition, offset), end="")
+    tool._print()
+    return 0
+
+
+def _parse_datetime(text: str) -> int:
+    """Kafka's Utils.getDateTime: ``yyyy-MM-ddTHH:mm:ss.SSS``, then an optional zone
+    (``Z``, ``+01:00``, ``+0100``); local time without one.  Milliseconds."""
+    import re
+    from datetime import datetime
+    m = re.fullmatch(r"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3})(Z|[+-]\d{2}:?\d{2})?", text)
+    if not m:
+        raise ValueError(f"Error parsing timestamp: {text!r} is not yyyy-MM-ddTHH:mm:ss.SSS")
+    zone = m.group(2) or ""
+    if zone == "Z":
+        zone = "+0000"
+    parsed = datetime.strptime(m.group(1) + zone.replace(":", ""),
+                               "%Y-%m-%dT%H:%M:%S.%f" + ("%z" if zone else ""))
+    if not zone:
+        parsed = parsed.astimezone()
+    return int(parsed.timestamp() * 1000)
+
+
+def _parse_duration_ms(text: str) -> int:
+    """An ISO-8601 duration as Java's Duration.parse reads it (``PnDTnHnMn.nS``)."""
+    import re
+    m = re.fullmatch(r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?"
+                     r"(?:([-+]?\d+(?:\.\d{1,9})?)S)?)?", text.upper())
+    if not m or text.upper() in ("P", "PT") or text.upper().endswith("T"):
+        raise ValueError(f"Text cannot be parsed to a Duration: {text}")
+    days, hours, minutes = (int(g or 0) for g in m.group(2, 3, 4))
+    seconds = float(m.group(5) or 0)
+    total = ((days * 24 + hours) * 60 + minutes) * 60_000 + round(seconds * 1000)
+    return -total if m.group(1) == "-" else total

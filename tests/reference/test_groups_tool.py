@@ -147,3 +147,81 @@ def _topics(admin) -> list[str]:
     listed = admin.call(3, 12, {"topics": None, "allow_auto_topic_creation": False,
                                 "include_topic_authorized_operations": False})
     return [t["name"] for t in listed["topics"]]
+
+
+def _twin_groups(node, name: str, commits: dict[int, int]) -> tuple[str, str]:
+    """Two empty groups with the same committed offsets on ``orders``: one for
+    Kafka's tool, one for kcoord's (resetting changes them)."""
+    admin = Kcoord(node.bootstrap)
+    orders = next(t for t in _topics(admin) if t.startswith("orders"))
+    admin.close()
+    pair = (f"{name}-k", f"{name}-o")  # names of one length: the same column widths
+    for group in pair:
+        c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": group,
+                      "enable.auto.commit": False})
+        c.commit(offsets=[TopicPartition(orders, p, o) for p, o in commits.items()],
+                 asynchronous=False)
+        c.close()
+    return pair
+
+
+def _reset_both(node, name: str, *args: str, stderr: bool = True):
+    kafka_group, our_group = _twin_groups(node, name, {0: 5})
+    admin = Kcoord(node.bootstrap)
+    orders = next(t for t in _topics(admin) if t.startswith("orders"))
+    args = tuple(a.replace("ORDERS", orders) for a in args)
+    theirs = kafka.run_tool(TOOL, "--bootstrap-server", node.bootstrap, "--reset-offsets",
+                            "--group", kafka_group, *args)
+    ours = subprocess.run([sys.executable, "-m", "broker.cli", "groups", "--bootstrap-server",
+                           node.bootstrap, "--reset-offsets", "--group", our_group, *args],
+                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert ours.returncode == theirs.returncode, (theirs, ours)
+    assert ours.stdout == theirs.stdout.replace(kafka_group, our_group)
+    if stderr:
+        assert ours.stderr.strip() == theirs.stderr.strip()
+    # What --execute committed is the same on both.
+    assert admin.committed(our_group) == admin.committed(kafka_group)
+    admin.close()
+    return ours.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ("--all-topics", "--to-earliest"),
+    ("--all-topics", "--to-latest", "--execute"),
+    ("--topic", "ORDERS:0", "--to-offset", "3", "--execute"),
+    ("--topic", "ORDERS", "--shift-by", "-2", "--execute"),
+    ("--all-topics", "--to-current"),
+    ("--all-topics", "--to-datetime", "2000-01-01T00:00:00.000", "--execute"),
+    ("--all-topics", "--by-duration", "PT1H"),
+    ("--all-topics", "--to-earliest", "--export"),
+], ids=lambda a: " ".join(a))
+def test_resetting_offsets_as_kafka_s_tool_does(groups, args, request):
+    _reset_both(groups, f"reset-{abs(hash(request.node.callspec.id)) % 10**6}", *args)
+
+
+def test_an_offset_past_the_log_end_is_set_to_the_end_as_kafka_s_tool_does(groups):
+    out = _reset_both(groups, "reset-past-end", "--all-topics", "--to-offset", "1000",
+                      "--execute", stderr=False)  # Kafka's warning goes through its logger
+    assert out.split()[-1] == "10"
+
+
+def test_a_group_with_members_is_not_reset_as_kafka_s_tool_says(groups):
+    _same(groups.bootstrap, "--reset-offsets", "--group", "billing", "--all-topics",
+          "--to-earliest")
+
+
+def test_deleting_offsets_as_kafka_s_tool_does(groups):
+    admin = Kcoord(groups.bootstrap)
+    orders = next(t for t in _topics(admin) if t.startswith("orders"))
+    kafka_group, our_group = _twin_groups(groups, "delete-offsets", {0: 5})
+    theirs = kafka.run_tool(TOOL, "--bootstrap-server", groups.bootstrap, "--delete-offsets",
+                            "--group", kafka_group, "--topic", orders)
+    ours = subprocess.run([sys.executable, "-m", "broker.cli", "groups", "--bootstrap-server",
+                           groups.bootstrap, "--delete-offsets", "--group", our_group,
+                           "--topic", orders], capture_output=True, text=True, cwd=REPO,
+                          timeout=60)
+    assert (ours.returncode, ours.stdout) == \
+        (theirs.returncode, theirs.stdout.replace(kafka_group, our_group))
+    assert admin.committed(our_group) == admin.committed(kafka_group) == {}
+    _same(groups.bootstrap, "--delete-offsets", "--group", "billing", "--topic", orders)
+    admin.close()
