@@ -232,18 +232,7 @@ class _Groups:
                 if p["error_code"] == ErrorCode.NONE}
 
     def _log_ends(self, partitions) -> dict[tuple[str, int], int]:
-        by_topic: dict[str, list[int]] = {}
-        for topic, p in sorted(set(partitions)):
-            by_topic.setdefault(topic, []).append(p)
-        if not by_topic:
-            return {}
-        answer = self.client.call(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
-            {"name": t, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
-                                        "timestamp": -1} for p in ps]}
-            for t, ps in by_topic.items()]})
-        return {(t["name"], p["partition_index"]): p["offset"]
-                for t in answer["topics"] for p in t["partitions"]
-                if p["error_code"] == ErrorCode.NONE}
+        return self._list_offsets(partitions, LATEST)
 
     def describe_offsets(self, groups) -> int:
         described = self._checked(groups)

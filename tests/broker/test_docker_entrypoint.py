@@ -234,18 +234,13 @@ def test_apache_kafka_s_image_variables_configure_it_with_two_listeners(tmp_path
         "KAFKA_HEAP_OPTS": "-Xmx1G",  # a JVM setting: not a property
         "KCOORD_LOG_FORMAT": "json",
     }
-    node = Entrypoint(tmp_path, env)
-    node.port = host_port
-    node.start()
+    node = _started_on(tmp_path, env, host_port)
     try:
-        seen = {}
-        for port in (host_port, internal_port):
-            with RawClient(port) as client:
-                metadata = client.request(MetadataRequest[1](topics=["orders"]))
-            seen[port] = [(b.host, b.port) for b in metadata.brokers]
-            assert len(metadata.topics[0][3]) == 3  # KAFKA_NUM_PARTITIONS
-        assert seen == {host_port: [("localhost", host_port)],
-                        internal_port: [("broker", internal_port)]}
+        seen = {port: _advertised(port, ["orders"]) for port in (host_port, internal_port)}
+        # KAFKA_NUM_PARTITIONS made the auto-created topic:
+        assert all(count == 3 for _brokers, count in seen.values())
+        assert {port: brokers for port, (brokers, _p) in seen.items()} == \
+            {host_port: [("localhost", host_port)], internal_port: [("broker", internal_port)]}
         with pytest.raises(OSError):  # the controller listener is not served
             socket.create_connection(("127.0.0.1", controller_port), timeout=1).close()
         assert logs.is_dir() and any(logs.iterdir())  # KAFKA_LOG_DIRS is the data dir
@@ -266,16 +261,26 @@ def test_the_compose_file_s_two_listeners_serve_the_host_and_other_containers(tm
     for key in env:
         env[key] = env[key].replace("0.0.0.0", "127.0.0.1").replace(
             ":19092", f":{internal_port}").replace(":9092", f":{host_port}")
-    node = Entrypoint(tmp_path, env)
-    node.port = host_port
-    node.start()
+    node = _started_on(tmp_path, env, host_port)
     try:
-        seen = {}
-        for port in (host_port, internal_port):
-            with RawClient(port) as client:
-                metadata = client.request(MetadataRequest[1](topics=[]))
-            seen[port] = [(b.host, b.port) for b in metadata.brokers]
+        seen = {port: _advertised(port, [])[0] for port in (host_port, internal_port)}
         assert seen == {host_port: [("localhost", host_port)],
                         internal_port: [("kcoord", internal_port)]}
     finally:
         assert node.stop() == 0, node.log()
+
+
+def _started_on(tmp_path: Path, env: dict, port: int) -> Entrypoint:
+    """The entrypoint with ``env``, its health checked on ``port``."""
+    node = Entrypoint(tmp_path, env)
+    node.port = port
+    return node.start()
+
+
+def _advertised(port: int, topics: list[str]) -> tuple[list[tuple[str, int]], int]:
+    """What Metadata through ``port`` advertises, and the partition count of the
+    first topic asked for (0 if none)."""
+    with RawClient(port) as client:
+        metadata = client.request(MetadataRequest[1](topics=topics))
+    partitions = len(metadata.topics[0][3]) if topics else 0
+    return [(b.host, b.port) for b in metadata.brokers], partitions
