@@ -4,6 +4,7 @@
     kcoord pipeline offsets --data-dir ./data --out out/offsets
     kcoord pipeline lag     --data-dir ./data --out out/lag
     kcoord pipeline report  --data-dir ./data --out out/report
+    kcoord pipeline all     --data-dir ./data --out out   # all four, one Spark session
 
 ``--data-dir`` is repeatable (a kcoord data dir, or the log dirs of Kafka
 brokers); ``--out`` is a folder (Parquet, and for ``report`` an HTML page);
@@ -24,6 +25,7 @@ COMMANDS = {
     "offsets": "the latest committed offset per group, topic and partition (Parquet)",
     "lag": "lag per partition and group now, and at every commit (Parquet)",
     "report": "a static HTML page with the lag table and charts",
+    "all": "every job above in one Spark session, each into its own folder of --out",
 }
 MIN_JAVA = 17
 
@@ -38,7 +40,8 @@ def add_parser(sub) -> None:
                          help="a data dir or Kafka log dir, local or a URI (repeatable)")
         job.add_argument("--out", required=True, metavar="DIR", help="output folder")
         job.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
-        job.add_argument("--quiet", action="store_true", help="no progress or tables on the terminal")
+        job.add_argument("--quiet", action="store_true",
+                         help="nothing on the terminal but errors")
 
 
 def _say(args, text: str) -> None:
@@ -69,8 +72,10 @@ def java_problem() -> str | None:
 
 def session_args(args) -> dict:
     """What ``jobs.session`` gets when no session runs yet: the master, a name
-    per job, and Spark's progress bar on the terminal unless ``--quiet``."""
-    return {"master": args.master, "app": f"kcoord pipeline {args.job}", "progress": not args.quiet}
+    per job, and Spark's progress bar only on a terminal and without ``--quiet``
+    (in a CI log or a file it is line after line of noise)."""
+    return {"master": args.master, "app": f"kcoord pipeline {args.job}",
+            "progress": not args.quiet and sys.stderr.isatty()}
 
 
 def run(args) -> int:
@@ -114,6 +119,11 @@ def _history(spark, args, began) -> int:
     _say(args, f"reading offset commits from {', '.join(args.data_dir)}")
     n = _write(args, jobs.history(spark, args.data_dir), args.out, "group")
     _say(args, f"{n} commits written to {args.out} in {time.monotonic() - began:.1f} s")
+    from pipeline.segments import compaction_note
+
+    note = compaction_note(args.data_dir)
+    if note:
+        _say(args, note)
     return 0
 
 
@@ -162,4 +172,18 @@ def _report(spark, args, began) -> int:
     return 0
 
 
-_JOBS = {"history": _history, "offsets": _offsets, "lag": _lag, "report": _report}
+def _all(spark, args, began) -> int:
+    """Every job in this one session, into ``<out>/history``, ``/offsets``, ``/lag``
+    and ``/report``."""
+    import argparse
+
+    out = args.out.rstrip("/")
+    for name in ("history", "offsets", "lag", "report"):
+        job = argparse.Namespace(**{**vars(args), "job": name, "out": f"{out}/{name}"})
+        code = _JOBS[name](spark, job, began)
+        if code:
+            return code
+    return 0
+
+
+_JOBS = {"history": _history, "offsets": _offsets, "lag": _lag, "report": _report, "all": _all}

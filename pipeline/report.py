@@ -14,6 +14,8 @@ import math
 import os
 from datetime import datetime, timezone
 
+from pipeline import segments
+
 BUCKETS = 120
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b",
            "#e377c2", "#7f7f7f", "#bcbd22")
@@ -144,15 +146,18 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 figure { margin: 12px 0; } figcaption { font-weight: 600; margin-bottom: 4px; }
 .tick { font-size: 11px; fill: #555; } .legend .key { margin-right: 14px; }
 .legend i { display: inline-block; width: 12px; height: 12px; margin-right: 4px; vertical-align: -1px; }
-.meta { color: #666; } .empty { color: #888; }
+.meta { color: #666; } .empty { color: #888; } .note { color: #8a5a00; }
 """
 
 
-def render(groups: list, partitions: list, data: dict, data_dirs: list[str], generated: int) -> str:
+def render(groups: list, partitions: list, data: dict, data_dirs: list[str], generated: int,
+           note: str | None = None) -> str:
     """The page from collected rows: ``groups`` (group, lag, max partition lag,
     partitions, last commit), ``partitions`` (group, topic, partition, committed,
-    end offset, lag) and the ``series`` of each group."""
+    end offset, lag) and the ``series`` of each group; ``note``: what the page
+    cannot show (commits compaction has removed)."""
     esc = html.escape
+    note_html = f'<p class="note">Note: {esc(note)}.</p>' if note else ""
     group_rows = [[g, lag, mx, n, _fmt_time(last)] for g, lag, mx, n, last in groups]
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>kcoord consumer lag</title>
@@ -160,6 +165,7 @@ def render(groups: list, partitions: list, data: dict, data_dirs: list[str], gen
 <h1>Consumer lag</h1>
 <p class="meta">Store: {esc(", ".join(data_dirs))} · generated {_fmt_time(generated)} UTC ·
 {len(groups)} groups, {len(partitions)} partitions with committed offsets</p>
+{note_html}
 <h2>Groups</h2>
 {_table(["group", "lag", "max partition lag", "partitions", "last commit (UTC)"], group_rows, {1, 2, 3})}
 <h2>Lag over time</h2>
@@ -198,5 +204,6 @@ def write(spark, data_dirs: list[str], out: str) -> str:
     path = os.path.join(out, "report.html")
     now = int(datetime.now(timezone.utc).timestamp() * 1000)
     with open(path, "w", encoding="utf-8") as f:
-        f.write(render(groups, partitions, data, list(data_dirs), now))
+        f.write(render(groups, partitions, data, list(data_dirs), now,
+                       segments.compaction_note(data_dirs)))
     return os.path.abspath(path)

@@ -72,9 +72,10 @@ from protocol.records import (
     decode_legacy_entry,
 )
 from storage.layout import (
+    CLEANER_FILE,
     LOG_SUFFIX,
     OFFSET_INDEX_ENTRY,
-    OFFSETS_TOPIC,  # noqa: F401 (the pipeline's callers name the offsets topic through here)
+    OFFSETS_TOPIC,
     PARTITION_DIR,
     SEGMENT_LOG_OR_SWAP,
     segment_name,
@@ -539,3 +540,24 @@ def _identity(path: str) -> tuple[int, int]:
 def _torn(stats: dict | None) -> None:
     if stats is not None:
         stats["torn"] = stats.get("torn", 0) + 1
+
+
+def compaction_note(data_dirs) -> str | None:
+    """What the store's cleaner checkpoints say: whether compaction has already
+    removed superseded commits from ``__consumer_offsets`` (the history then
+    starts later than the first commit), or None."""
+    from storage.manager import read_checkpoint  # the driver only: not in Spark's workers
+
+    cleaned = {}
+    for d in data_dirs:
+        if "://" in d:
+            continue  # a remote store: its checkpoints are not read here
+        path = os.path.join(d, CLEANER_FILE)
+        if os.path.exists(path):
+            cleaned.update({p: o for (t, p), o in read_checkpoint(path).items()
+                            if t == OFFSETS_TOPIC and o > 0})
+    if not cleaned:
+        return None
+    return (f"compaction has already cleaned {len(cleaned)} __consumer_offsets partition(s) "
+            f"(up to offset {max(cleaned.values())}): commits superseded before then are gone, "
+            "so the history of those groups starts later than their first commit")

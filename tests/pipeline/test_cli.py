@@ -36,7 +36,21 @@ def _start(monkeypatch, capsys, argv):
     return asked[0], capsys.readouterr().err
 
 
+class _Terminal:
+    """stderr as a terminal: Spark's progress bar is for people watching."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def isatty(self) -> bool:
+        return True
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def test_the_cli_starts_spark_on_the_master_it_is_given_with_progress(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(sys, "stderr", _Terminal(sys.stderr))
     asked, err = _start(monkeypatch, capsys, ["lag", "--data-dir", str(tmp_path), "--out",
                                               str(tmp_path / "out"), "--master", "spark://10.0.0.5:7077"])
     assert "starting Spark (spark://10.0.0.5:7077)" in err
@@ -54,6 +68,28 @@ def test_the_cli_defaults_to_every_local_core_and_quiet_turns_progress_off(monke
     conf = jobs.settings(**asked)
     assert (conf["spark.master"], conf["spark.ui.showConsoleProgress"],
             conf["spark.sql.shuffle.partitions"]) == ("local[*]", "false", "8")
+
+
+def test_no_progress_bar_when_the_output_is_not_a_terminal(monkeypatch, capsys, tmp_path):
+    asked, err = _start(monkeypatch, capsys, ["history", "--data-dir", str(tmp_path), "--out",
+                                              str(tmp_path / "out")])
+    assert "starting Spark" in err  # a CI log still gets the progress lines
+    assert jobs.settings(**asked)["spark.ui.showConsoleProgress"] == "false"
+
+
+def test_a_store_that_compaction_has_cleaned_is_said_to_be(tmp_path):
+    from pipeline.segments import compaction_note
+    from storage.layout import CLEANER_FILE, OFFSETS_TOPIC
+    from storage.manager import write_checkpoint
+
+    assert compaction_note([str(tmp_path)]) is None  # no checkpoint: nothing cleaned
+    write_checkpoint(str(tmp_path / CLEANER_FILE), {("orders", 0): 50, (OFFSETS_TOPIC, 3): 0})
+    assert compaction_note([str(tmp_path)]) is None  # only a user topic was cleaned
+    write_checkpoint(str(tmp_path / CLEANER_FILE), {(OFFSETS_TOPIC, 3): 120,
+                                                   (OFFSETS_TOPIC, 7): 40})
+    note = compaction_note([str(tmp_path), "s3a://bucket/elsewhere"])
+    assert note.startswith("compaction has already cleaned 2 __consumer_offsets partition(s) "
+                           "(up to offset 120)")
 
 
 def test_settings_given_by_the_caller_win():

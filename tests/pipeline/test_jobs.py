@@ -192,6 +192,12 @@ def test_each_command_writes_its_output(store, tmp_path, job, capsys, spark):
         assert {r.group for r in spark.read.parquet(str(out / "groups")).collect()} == {
             "billing", "audit", "trimmed"}
         assert spark.read.parquet(str(out / "history")).count() == len(store.commits)
+    elif job == "all":  # every job, one session, each into its folder
+        assert sorted(p.name for p in out.iterdir()) == ["history", "lag", "offsets", "report"]
+        assert spark.read.parquet(str(out / "history")).count() == len(store.commits)
+        assert spark.read.parquet(str(out / "offsets")).count() == len(store.fetched)
+        assert spark.read.parquet(str(out / "lag" / "partitions")).count() == len(store.fetched)
+        assert "billing" in (out / "report" / "report.html").read_text()
     else:
         page = (out / "report.html").read_text()
         assert all(g in page for g in ("billing", "audit", "trimmed"))

@@ -69,3 +69,10 @@ def test_the_report_page_shows_the_groups_lag_and_charts(spark, store, tmp_path)
     for i, _group in enumerate(groups):
         assert pixels[_hex(report.PALETTE[i])] >= 2 * 144 * 0.9
     assert pixels[(255, 255, 255)] < 0.97 * sum(pixels.values())  # not a blank page
+
+
+def test_the_page_says_when_compaction_has_removed_older_commits():
+    note = "compaction has already cleaned 2 __consumer_offsets partition(s) (up to offset 9)"
+    page = report.render([], [], {}, ["./data"], 0, note)
+    assert f'<p class="note">Note: {note}.</p>' in page
+    assert 'class="note"' not in report.render([], [], {}, ["./data"], 0)
