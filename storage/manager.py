@@ -328,15 +328,16 @@ class LogManager:
     # --- topic lifecycle ---------------------------------------------------------------
 
     def create_partitions(self, topic: str, count: int, topic_id: str,
-                          config: LogConfig | None = None) -> list[PartitionLog]:
-        """Create (or open) the logs of partitions 0..count-1 of a new topic.
+                          config: LogConfig | None = None, first: int = 0) -> list[PartitionLog]:
+        """Create (or open) the logs of partitions ``first``..count-1 of a topic
+        (``first`` > 0: the partitions added to an existing one).
 
         File work only, safe in a worker thread; ``register`` the result.  On
         failure (out of file descriptors, disk full) whatever was made is
         removed again and the error raised.
         """
         self._check_online()
-        keys = [(topic, p) for p in range(count)]
+        keys = [(topic, p) for p in range(first, count)]
         made: list[PartitionLog] = []
         try:
             self._forget_stale_entries(
@@ -349,7 +350,7 @@ class LogManager:
                                          clock=self.clock, on_io_error=self._log_io_error))
             fsync_dir(self.data_dir)
         except BaseException:
-            self.remove_partitions(made, [(topic, p) for p in range(len(made), count)])
+            self.remove_partitions(made, [(topic, p) for p in range(first + len(made), count)])
             raise
         return made
 

@@ -19,7 +19,7 @@ import sys
 from protocol.client import WireClient
 from protocol.errors import ErrorCode
 
-ACTIONS = ("list", "describe", "create", "delete")
+ACTIONS = ("list", "describe", "create", "alter", "delete")
 TOPIC_RESOURCE = 2
 DEFAULT_CONFIG = 5  # DescribeConfigs config_source: not shown by Kafka's tool
 _ERROR = "Error while executing topic command : "
@@ -45,8 +45,9 @@ def add_parser(sub) -> None:
     for action in ACTIONS:
         parser.add_argument(f"--{action}", action="store_true", help=f"{action} topics")
     parser.add_argument("--topic", help="the topic")
-    parser.add_argument("--partitions", type=int, help="with --create: the partition count "
-                                                       "(default: the broker's num.partitions)")
+    parser.add_argument("--partitions", type=int,
+                        help="with --create: the partition count (default: the broker's "
+                             "num.partitions); with --alter: the new, larger count")
     parser.add_argument("--replication-factor", type=int,
                         help="with --create: the replication factor (default: the broker's)")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
@@ -61,9 +62,9 @@ def run(args, out=sys.stdout, err=sys.stderr) -> int:
     actions = [a for a in ACTIONS if getattr(args, a)]
     if len(actions) != 1:
         print("Command must include exactly one action: --list, --describe, --create, "
-              "--delete", file=err)
+              "--alter, --delete", file=err)
         return 1
-    if actions[0] in ("create", "delete") and not args.topic:
+    if actions[0] in ("create", "alter", "delete") and not args.topic:
         print('Missing required argument "[topic]"', file=err)
         return 1
     host, _, port = args.bootstrap_server.rpartition(":")
@@ -168,6 +169,23 @@ class _Topics:
                   file=self.out)
             return 1
         print(f"Created topic {args.topic}.", file=self.out)
+        return 0
+
+    def alter(self, args) -> int:
+        """More partitions for a topic (CreatePartitions), as Kafka's tool does."""
+        if args.partitions is None:
+            print(f"{_ERROR}The partitions must be given with --alter", file=self.out)
+            return 1
+        if self._metadata([args.topic])[0]["error_code"] != ErrorCode.NONE:
+            return self._fail(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, args.topic)
+        answer = self.client.call(37, 3, {"topics": [
+            {"name": args.topic, "count": args.partitions, "assignments": None}],
+            "timeout_ms": self.timeout_ms, "validate_only": False})
+        result = answer["results"][0]
+        if result["error_code"] != ErrorCode.NONE:
+            print(_ERROR + (result["error_message"] or ErrorCode(result["error_code"]).name),
+                  file=self.out)
+            return 1
         return 0
 
     def delete(self, args) -> int:

@@ -127,6 +127,7 @@ class TopicManager:
         self.logs: LogManager | None = None
         self._worker: ThreadPoolExecutor | None = None
         self.listeners: list[Any] = []  # objects with on_topic_deleted(topic)
+        self._growing = asyncio.Lock()  # one CreatePartitions growth at a time
 
     # -- persistence -----------------------------------------------------------
 
@@ -372,6 +373,68 @@ class TopicManager:
                 outcome[topic.name] = TopicError(
                     ErrorCode.UNKNOWN_SERVER_ERROR, f"Could not record topic {topic.name}: {exc}")
         return outcome
+
+    @staticmethod
+    def growth_error(topic: Topic, count: int) -> TopicError | None:
+        """Why ``topic`` cannot grow to ``count`` partitions (Kafka's words), or None."""
+        if count < topic.partitions:
+            return TopicError(ErrorCode.INVALID_PARTITIONS,
+                              f"The topic {topic.name} currently has {topic.partitions} "
+                              f"partition(s); {count} would not be an increase.")
+        if count == topic.partitions:
+            return TopicError(ErrorCode.INVALID_PARTITIONS,
+                              f"Topic already has {topic.partitions} partition(s).")
+        return None
+
+    async def add_partitions(self, topic: Topic, count: int) -> None:
+        """Grow ``topic`` to ``count`` partitions. The new partitions are empty
+        logs, durable in the topic journal when this returns (Kafka's
+        CreatePartitions); raises ``TopicError``.  Growths run one at a time
+        and are checked again when their turn comes, as Kafka's controller
+        serializes them: two requests for the same topic never make the same
+        partition twice."""
+        async with self._growing:
+            if self.topics.get(topic.name) is not topic:
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+            error = self.growth_error(topic, count)
+            if error is not None:
+                raise error
+            await self._grow(topic, count)
+
+    async def _grow(self, topic: Topic, count: int) -> None:
+        first = topic.partitions
+        grown = Topic(topic.name, topic.topic_id, count, topic.configs)
+        made = await self._run(self._add_on_disk, topic, grown, first, self.log_config(topic))
+        if self.topics.get(topic.name) is not topic:  # deleted meanwhile
+            self.logs.remove_partitions(made)
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"Topic {topic.name} was deleted meanwhile.")
+        self.logs.register(made)
+        topic.partitions = count
+        log.info("topic.partitions_added", topic=topic.name, partitions=count, added=count - first,
+                 topic_id=topic_id_to_str(topic.topic_id))
+
+    def _add_on_disk(self, topic: Topic, grown: Topic, first: int, config: LogConfig):
+        # After a deletion queued before it, the topic must not come back in the
+        # journal: the deletion took it out of the live topics first.
+        if self.topics.get(topic.name) is not topic:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"Topic {topic.name} was deleted meanwhile.")
+        try:
+            made = self.logs.create_partitions(grown.name, grown.partitions,
+                                               topic_id_to_str(grown.topic_id), config, first)
+        except OSError as exc:
+            log.error("topic.partitions_add_failed", topic=grown.name, error=str(exc))
+            raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                             f"Could not create the partitions of {grown.name}: {exc}") from None
+        try:
+            self.store.record(created=[_entry(grown)])
+        except OSError as exc:
+            self.logs.remove_partitions(made)
+            log.error("topic.partitions_add_failed", topic=grown.name, error=str(exc))
+            raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                             f"Could not record the partitions of {grown.name}: {exc}") from None
+        return made
 
     async def delete(self, topic: Topic) -> None:
         """Delete a topic: gone from metadata at once, durable when this returns.

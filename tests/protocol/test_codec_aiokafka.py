@@ -111,13 +111,30 @@ def _fit(ak_type, value):
     if value is None:
         return None
     if isinstance(ak_type, Schema):
+        if len(ak_type.fields) < len(value):
+            value = _regroup(ak_type, value)
         assert len(ak_type.fields) == len(value), (ak_type.names, value)
         return tuple(_fit(t, v) for t, v in zip(ak_type.fields, value))
-    if isinstance(ak_type, Array):
-        return [_fit(ak_type.array_of, v) for v in value]
     if isinstance(value, tuple) and len(value) == 1:
         return _fit(ak_type, value[0])
+    if isinstance(ak_type, Array):
+        return [_fit(ak_type.array_of, v) for v in value]
     return value
+
+
+def _regroup(ak_type: Schema, value: tuple) -> tuple:
+    """aiokafka groups some consecutive fields into a struct of their own (a
+    CreatePartitions topic is ``(topic, (count, assignment))``): the same bytes,
+    our flat fields taken in that grouping."""
+    out, values = [], list(value)
+    for i, t in enumerate(ak_type.fields):
+        left = len(ak_type.fields) - i - 1
+        if isinstance(t, Schema) and len(values) - left > 1:
+            out.append(tuple(values[:len(t.fields)]))
+            values = values[len(t.fields):]
+        else:
+            out.append(values.pop(0))
+    return tuple(out)
 
 
 def _normalise(value):

@@ -89,3 +89,21 @@ def test_listing_and_describing_every_topic_as_kafka_s_tool_does(broker_for_tool
         assert ours.returncode == theirs.returncode == 0
         assert _blocks(ours.stdout) == _blocks(theirs.stdout), args
         assert "listed-a" in ours.stdout and "listed-b" in ours.stdout
+
+
+@pytest.mark.parametrize("count", ["4", "2", "1"], ids=["grow", "same", "shrink"])
+def test_altering_the_partition_count_as_kafka_s_tool_does(broker_for_tools, count):
+    b = broker_for_tools.bootstrap
+    results = {}
+    for ours in (False, True):
+        topic = f"alter-{count}-{'ours' if ours else 'kafka'}"
+        _run(b, ours, "--create", "--topic", topic, "--partitions", "2")
+        altered = _run(b, ours, "--alter", "--topic", topic, "--partitions", count)
+        described = _run(b, ours, "--describe", "--topic", topic)
+        results[ours] = (altered.returncode, altered.stdout.replace(topic, "TOPIC"),
+                         _without_ids(described.stdout.replace(topic, "TOPIC")))
+    assert results[True] == results[False]
+    missing = [_run(b, ours, "--alter", "--topic", "alter-missing", "--partitions", "3")
+               for ours in (False, True)]
+    assert (missing[1].returncode, missing[1].stdout) == \
+        (missing[0].returncode, missing[0].stdout)

@@ -1,0 +1,82 @@
+"""CreatePartitions (key 37), versions 0-3.
+
+- A topic grows to ``count`` partitions; the new ones are empty logs at once,
+  durable in the topic journal before the answer, and Metadata lists them, so
+  consumer groups subscribed to the topic rebalance onto them.
+- ``count`` not above the current count: INVALID_PARTITIONS; an unknown topic:
+  UNKNOWN_TOPIC_OR_PARTITION; a topic named twice: INVALID_REQUEST for it;
+  ``assignments`` must list one replica list per new partition, each of this
+  broker only (one node): INVALID_REPLICA_ASSIGNMENT otherwise; the
+  ``__consumer_offsets`` topic keeps its partitions (docs/deviations.md: a
+  group's partition is the hash of its id modulo their count);
+  ``validate_only`` checks and changes nothing.  Messages as Kafka 4.4's
+  controller words them; a topic named twice is answered once, first.
+- Topics of one request are grown one after another, as Kafka's controller
+  serializes them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from broker.apis import api
+from broker.topics.manager import TopicError
+from protocol.errors import ErrorCode
+from storage.layout import OFFSETS_TOPIC
+
+
+@api(key=37, versions=(0, 3))
+async def create_partitions(ctx, request):
+    broker = ctx.broker
+    named = Counter(t.name for t in request.topics)
+    # Kafka answers a topic named twice first, once; then the others.
+    results = [{"name": name, "error_code": ErrorCode.INVALID_REQUEST,
+                "error_message": "Duplicate topic name."}
+               for name, n in named.items() if n > 1]
+    for wanted in request.topics:
+        if named[wanted.name] > 1:
+            continue
+        code, message = _check(broker, wanted)
+        if code is ErrorCode.NONE and not request.validate_only:
+            try:
+                await broker.topics.add_partitions(broker.topics.get(wanted.name), wanted.count)
+            except TopicError as exc:
+                code, message = exc.code, exc.message
+        results.append({"name": wanted.name, "error_code": code,
+                        "error_message": message if code is not ErrorCode.NONE else None})
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _check(broker, wanted) -> tuple[ErrorCode, str | None]:
+    topic = broker.topics.get(wanted.name)
+    if topic is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+    error = broker.topics.growth_error(topic, wanted.count)
+    if error is not None:
+        return error.code, error.message
+    if topic.name == OFFSETS_TOPIC:  # docs/deviations.md
+        return ErrorCode.INVALID_REQUEST, \
+            f"The partitions of {topic.name} cannot be added to: each group's offsets are in " \
+            f"the partition its id hashes to among the {topic.partitions}."
+    added = wanted.count - topic.partitions
+    if wanted.assignments is not None:
+        if len(wanted.assignments) != added:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, \
+                f"Attempted to add {added} additional partition(s), but only " \
+                f"{len(wanted.assignments)} assignment(s) were specified."
+        for assignment in wanted.assignments:
+            ids = list(assignment.broker_ids)
+            if not ids:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, \
+                    "The manual partition assignment includes an empty replica list."
+            twice = next((i for i in ids if ids.count(i) > 1), None)
+            if twice is not None:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, \
+                    f"The manual partition assignment includes the broker {twice} more " \
+                    "than once."
+            unknown = next((i for i in ids if i != broker.node_id), None)
+            if unknown is not None:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, \
+                    f"The manual partition assignment includes broker {unknown}, but no " \
+                    "such broker is registered."
+    return ErrorCode.NONE, None
