@@ -332,7 +332,6 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS + _synon
 DEV_DEFAULTS: dict[str, tuple[Any, Any]] = {
     # property: (kcoord development value, Kafka's default)
     "group.initial.rebalance.delay.ms": (0, 3000),
-    "group.coordinator.append.linger.ms": (0, -1),
     "offsets.topic.segment.bytes": (1_048_576, 104_857_600),
     "log.segment.bytes": (67_108_864, 1_073_741_824),
     "log.roll.hours": (1, 168),

@@ -372,7 +372,7 @@ def test_describe_configs_broker_answers_kafka_values_for_what_kcoord_knows(diff
                 # Kafka has no default node id (KRaft requires one); kcoord's is 1.
                 entry["synonyms"] = entry["synonyms"][:1]
     # Kafka 4.4 made the coordinator's append linger adaptive (its default -1,
-    # KIP-1224, behind kcoord's development value); 3.9's default was 10 ms.
+    # KIP-1224, kcoord's too); 3.9's default was 10 ms.
     # That one is asked of Kafka 4.4, which serves no DescribeConfigs v0.
     newer = {"group.coordinator.append.linger.ms"}
     theirs["results"][0]["configs"] = [kafkas[n] for n in mine if n in kafkas and n not in newer]
