@@ -144,3 +144,15 @@ def reference_pair(request, tmp_path_factory):
     yield get
     for partner in partners.values():
         partner.stop()
+
+
+@pytest.fixture
+def diff(reference_pair):
+    """``diff("main" | "legacy")``: a ``Differential`` between that reference Kafka
+    and the kcoord beside it (a test module may define a ``diff`` of its own)."""
+    from tests.reference.differential import Differential
+
+    def make(which: str) -> Differential:
+        kcoord, ref = reference_pair(which)
+        return Differential(kcoord.bootstrap, ref.bootstrap, f"Kafka {ref.version}")
+    return make

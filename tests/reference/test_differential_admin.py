@@ -36,14 +36,6 @@ def references(key: int) -> list[tuple[str, int]]:
     return pairs
 
 
-@pytest.fixture
-def diff(reference_pair):
-    def make(which: str) -> Differential:
-        kcoord, ref = reference_pair(which)
-        return Differential(kcoord.bootstrap, ref.bootstrap, f"Kafka {ref.version}")
-    return make
-
-
 def _topic(name, partitions=1, replication=1, configs=(), assignments=()):
     return {"name": name, "num_partitions": partitions, "replication_factor": replication,
             "assignments": list(assignments),

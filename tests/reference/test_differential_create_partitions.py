@@ -15,14 +15,6 @@ from tests.reference.differential import Differential, differences
 REFERENCES = [("main", v) for v in range(4)] + [("legacy", v) for v in range(4)]
 
 
-@pytest.fixture
-def diff(reference_pair):
-    def make(which: str) -> Differential:
-        kcoord, ref = reference_pair(which)
-        return Differential(kcoord.bootstrap, ref.bootstrap, f"Kafka {ref.version}")
-    return make
-
-
 def _by_name(answer: dict) -> dict:
     """Kafka answers in an order of its own after the duplicates: compared by name."""
     return {**answer, "results": sorted(answer["results"], key=lambda r: r["name"])}
