@@ -112,7 +112,10 @@ class KafkaPythonMember(Member):
         consumer.subscribe([self.topic], listener=Listener())
         try:
             while not self._stop.is_set():
-                batches = consumer.poll(100)
+                # kafka-python 3.0.12 drops a join-and-sync round that completes
+                # while the application is between two polls (and joins again):
+                # a longer poll leaves it fewer such moments.
+                batches = consumer.poll(500)
                 for tp, messages in batches.items():
                     self.seen += [(tp.partition, m.offset, m.value) for m in messages]
                 self.assignment = {tp.partition for tp in consumer.assignment()}
