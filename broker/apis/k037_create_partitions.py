@@ -9,7 +9,8 @@
   broker only (one node): INVALID_REPLICA_ASSIGNMENT otherwise; the
   ``__consumer_offsets`` topic keeps its partitions (docs/deviations.md: a
   group's partition is the hash of its id modulo their count);
-  ``validate_only`` checks and changes nothing.  Messages as Kafka 4.4's
+  ``validate_only`` checks and changes nothing; more than 10,000 partitions
+  added by one request: POLICY_VIOLATION for every topic of it.  Messages as Kafka 4.4's
   controller words them; a topic named twice is answered once, first.
 - Topics of one request are grown one after another, as Kafka's controller
   serializes them.
@@ -25,10 +26,26 @@ from protocol.errors import ErrorCode
 from storage.layout import OFFSETS_TOPIC
 
 
+# ReplicationControlManager's MAX_PARTITIONS_PER_BATCH: one request may not add more.
+MAX_ADDED_PER_REQUEST = 10_000
+
+
 @api(key=37, versions=(0, 3))
 async def create_partitions(ctx, request):
     broker = ctx.broker
     named = Counter(t.name for t in request.topics)
+    # Checked before anything else, for the whole request, validate_only or not: a
+    # count of two billion must not make two billion folders.
+    added = 0
+    for wanted in request.topics:
+        topic = broker.topics.get(wanted.name)
+        if topic is not None and wanted.count > topic.partitions:
+            added += wanted.count - topic.partitions
+    if added > MAX_ADDED_PER_REQUEST:
+        return {"throttle_time_ms": 0, "results": [
+            {"name": name, "error_code": ErrorCode.POLICY_VIOLATION,
+             "error_message": "Excessively large number of additional partitions per request."}
+            for name in named]}
     # Kafka answers a topic named twice first, once; then the others.
     results = [{"name": name, "error_code": ErrorCode.INVALID_REQUEST,
                 "error_message": "Duplicate topic name."}

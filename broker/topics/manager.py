@@ -406,7 +406,7 @@ class TopicManager:
         grown = Topic(topic.name, topic.topic_id, count, topic.configs)
         made = await self._run(self._add_on_disk, topic, grown, first, self.log_config(topic))
         if self.topics.get(topic.name) is not topic:  # deleted meanwhile
-            self.logs.remove_partitions(made)
+            await self._run(self.logs.remove_partitions, made)  # file work: not on the loop
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"Topic {topic.name} was deleted meanwhile.")
         self.logs.register(made)

@@ -68,3 +68,24 @@ def test_create_partitions_answers_as_kafka_does(diff, which, version):
     assert dry["results"][0]["error_code"] == 0
     _partitions(d, [names["grow"], names["ok"], names["dry"]],
                 {names["grow"]: 4, names["ok"]: 4, names["dry"]: 2})
+
+
+@pytest.mark.parametrize("which, version", [("main", 3), ("main", 0)])  # 3.9 answered -1
+def test_too_many_added_partitions_are_refused_as_kafka_refuses_them(diff, which, version):
+    """More than 10,000 partitions added by one request: POLICY_VIOLATION for
+    each of its topics, validate-only or not, and nothing made; exactly
+    10,000 is fine."""
+    d = diff(which)
+    tag = f"cp-limit-{which}-v{version}"
+    names = [f"{tag}-{k}" for k in ("huge", "max", "a", "b", "edge")]
+    d.create_topics(*names, partitions=1)
+    huge, top, a, b, edge = names
+    for validate_only in (True, False):
+        for topics in ([_grow(huge, 1_000_000)], [_grow(top, 2**31 - 1)],
+                       [_grow(a, 6000), _grow(b, 6000)]):
+            answer = d.same(37, version, {"topics": topics, "timeout_ms": 10000,
+                                          "validate_only": validate_only})
+            assert {r["error_code"] for r in answer["results"]} == {44}
+    assert d.same(37, version, {"topics": [_grow(edge, 10_001)], "timeout_ms": 30000,
+                                "validate_only": True})["results"][0]["error_code"] == 0
+    _partitions(d, [huge, top, a, b], {huge: 1, top: 1, a: 1, b: 1})
