@@ -8,6 +8,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 HOST     ?= 127.0.0.1
 PORT     ?= 9092
 DATA_DIR ?= ./data
+ARGS     ?=
 
 .PHONY: run test test-codecs bench install clean reference-kafka mutation fuzz chromium
 
@@ -28,7 +29,7 @@ $(PIPELINE_STAMP): $(STAMP)
 	touch $(PIPELINE_STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/kcoord serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
+	$(VENV)/bin/kcoord serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR) $(ARGS)
 
 # The slowest tests and the total time are printed at the end.  The codecs are
 # checked against themselves at each API's oldest, first flexible and newest

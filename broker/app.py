@@ -12,7 +12,7 @@ from pathlib import Path
 import structlog
 
 from broker.apis import load_handlers
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, assignor_names
 from broker.groups.common import CoordinatorConfig
 from broker.groups.service import GroupService
 from broker.runtime.timers import WallClock
@@ -345,6 +345,11 @@ def coordinator_config(config: BrokerConfig, partitions: int) -> CoordinatorConf
         offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
         offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
         offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
+        consumer_session_timeout_ms=config["group.consumer.session.timeout.ms"],
+        consumer_heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+        consumer_max_size=config["group.consumer.max.size"],
+        consumer_assignors=assignor_names(config["group.consumer.assignors"]),
+        consumer_assignment_interval_ms=config["group.consumer.assignment.interval.ms"],
     )
 
 

@@ -44,6 +44,8 @@ class ConfigDef:
     # The type DescribeConfigs reports, where Kafka declares a property as a
     # string and parses it later (listeners): kcoord parses it as a list at once.
     reported_type: int | None = None
+    # Kafka defines it as internal: not listed by DescribeConfigs
+    internal: bool = False
 
     @property
     def config_type(self) -> int:
@@ -187,6 +189,30 @@ def _message_format_version(value) -> str | None:
     return None if _MESSAGE_FORMAT.fullmatch(value) else f"Version {value} is not a valid version"
 
 
+ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
+
+def assignor_names(values: list[str]) -> tuple[str, ...]:
+    """``group.consumer.assignors``: Kafka's class names or their names (the first
+    is the default assignor)."""
+    return tuple(ASSIGNOR_CLASSES.get(v.strip(), v.strip()) for v in values)
+
+
+def _assignors_problem(values: list[str]) -> str | None:
+    names = assignor_names(values)
+    for name in names:
+        if name not in ("uniform", "range"):
+            return f"{name} is not a server assignor kcoord has (uniform, range)"
+    if len(set(names)) != len(names):
+        return "an assignor is listed twice"
+    if not names:
+        return "at least one assignor is needed"
+    return None
+
+
 _nonneg = AtLeast(0)
 _positive = AtLeast(1)
 _ge_minus1 = AtLeast(-1)
@@ -298,6 +324,24 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("group.max.session.timeout.ms", INT, 1_800_000),
     ConfigDef("group.max.size", INT, (1 << 31) - 1, validator=_positive),
     ConfigDef("group.coordinator.append.linger.ms", INT, -1, validator=AtLeast(-1)),
+    ConfigDef("group.coordinator.rebalance.protocols", LIST, ["classic"],
+              choices=("classic", "consumer", "share", "streams"),
+              validator=lambda v: None if "classic" in v
+              else "Disabling the 'classic' protocol is not supported.",
+              doc="classic, and consumer for the KIP-848 consumer group protocol."),
+    ConfigDef("group.consumer.session.timeout.ms", INT, 45_000, validator=_positive),
+    ConfigDef("group.consumer.min.session.timeout.ms", INT, 45_000, validator=_positive),
+    ConfigDef("group.consumer.max.session.timeout.ms", INT, 60_000, validator=_positive),
+    ConfigDef("group.consumer.heartbeat.interval.ms", INT, 5_000, validator=_positive),
+    ConfigDef("group.consumer.min.heartbeat.interval.ms", INT, 5_000, validator=_positive),
+    ConfigDef("group.consumer.max.heartbeat.interval.ms", INT, 15_000, validator=_positive),
+    ConfigDef("group.consumer.max.size", INT, (1 << 31) - 1, validator=_positive),
+    ConfigDef("group.consumer.assignors", LIST, [
+        "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+        "org.apache.kafka.coordinator.group.assignor.RangeAssignor"],
+              validator=lambda v: _assignors_problem(v)),
+    ConfigDef("group.consumer.assignment.interval.ms", INT, 1_000, validator=_nonneg,
+              internal=True),
     ConfigDef("log.cleaner.backoff.ms", LONG, 15_000, validator=_nonneg),
     ConfigDef("log.cleaner.enable", BOOLEAN, True),
     ConfigDef("log.retention.minutes", INT, None),
@@ -332,6 +376,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS + _synon
 DEV_DEFAULTS: dict[str, tuple[Any, Any]] = {
     # property: (kcoord development value, Kafka's default)
     "group.initial.rebalance.delay.ms": (0, 3000),
+    "group.consumer.heartbeat.interval.ms": (500, 5_000),
+    "group.consumer.min.heartbeat.interval.ms": (500, 5_000),
+    "group.consumer.assignment.interval.ms": (0, 1_000),
     "offsets.topic.segment.bytes": (1_048_576, 104_857_600),
     "log.segment.bytes": (67_108_864, 1_073_741_824),
     "log.roll.hours": (1, 168),
@@ -543,10 +590,36 @@ class BrokerConfig:
                                 requested=self.values[name])
                 self.values[name] = 1
         self._check_listeners()
+        self._check_consumer_groups()
         log_dirs = [d for d in str(self.values.get("log.dirs") or "").split(",") if d.strip()]
         if warn and len(log_dirs) > 1:
             log.warning("config.extra_log_dirs_ignored", used=log_dirs[0].strip(),
                         ignored=[d.strip() for d in log_dirs[1:]])
+
+    def _check_consumer_groups(self) -> None:
+        """The bounds Kafka's GroupCoordinatorConfig requires of the consumer group
+        protocol's session timeout and heartbeat interval."""
+        v = self.values
+        for setting, low, high in (
+                ("group.consumer.session.timeout.ms", "group.consumer.min.session.timeout.ms",
+                 "group.consumer.max.session.timeout.ms"),
+                ("group.consumer.heartbeat.interval.ms",
+                 "group.consumer.min.heartbeat.interval.ms",
+                 "group.consumer.max.heartbeat.interval.ms")):
+            if v[high] < v[low]:
+                raise ConfigValueError(high, v[high], f"{high} must be greater than or "
+                                                      f"equal to {low}")
+            if v[setting] < v[low]:
+                raise ConfigValueError(setting, v[setting], f"{setting} must be greater than "
+                                                            f"or equal to {low}")
+            if v[setting] > v[high]:
+                raise ConfigValueError(setting, v[setting], f"{setting} must be less than or "
+                                                            f"equal to {high}")
+        if v["group.consumer.heartbeat.interval.ms"] >= v["group.consumer.session.timeout.ms"]:
+            raise ConfigValueError(
+                "group.consumer.heartbeat.interval.ms", v["group.consumer.heartbeat.interval.ms"],
+                "group.consumer.heartbeat.interval.ms must be less than "
+                "group.consumer.session.timeout.ms")
 
     def _check_listeners(self) -> None:
         """As Kafka checks them (KafkaConfig.listeners, advertisedListeners): names

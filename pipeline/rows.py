@@ -257,6 +257,8 @@ def _offsets(split: Split, commit, group, marker, stats) -> Iterator[None]:
                     commit((r.offset, r.timestamp, key.group, key.topic, key.partition, False,
                             value.offset, value.leader_epoch, value.metadata,
                             value.commit_timestamp, value.expire_timestamp, txn))
+            elif kind != G.GROUP_METADATA:
+                continue  # a consumer group's (KIP-848) records: not among the rows
             elif value is None:
                 group((r.offset, r.timestamp, key.group, True, None, txn))
             else:

@@ -45,6 +45,9 @@ class Registration:
     schema: Api
     prepare: Callable[[Any, int], Any] | None = None
     decode_on_loop: int = 0
+    # Advertised only when this says the broker serves the API as configured
+    # (the consumer group protocol, enabled by group.coordinator.rebalance.protocols).
+    advertised_if: Callable[[Any], bool] | None = None
 
     def serves(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -54,7 +57,7 @@ REGISTRY: dict[int, Registration] = {}
 
 
 def api(*, key: int, versions: tuple[int, int], prepare: Callable[[Any, int], Any] | None = None,
-        decode_on_loop: int = 0):
+        decode_on_loop: int = 0, advertised_if: Callable[[Any], bool] | None = None):
     """Register the handler of API ``key`` for the inclusive version range."""
 
     schema = ALL_APIS.get(key)
@@ -69,7 +72,8 @@ def api(*, key: int, versions: tuple[int, int], prepare: Callable[[Any, int], An
             raise RuntimeError(f"api key {key} registered twice")
         if decode_on_loop and (prepare is not None or not schema.generated):
             raise RuntimeError(f"{schema.name}: decode_on_loop needs the generated codec")
-        REGISTRY[key] = Registration(key, low, high, handler, schema, prepare, decode_on_loop)
+        REGISTRY[key] = Registration(key, low, high, handler, schema, prepare, decode_on_loop,
+                                     advertised_if)
         return handler
 
     return register
@@ -88,11 +92,15 @@ def load_handlers() -> dict[int, Registration]:
     return REGISTRY
 
 
-def advertised_versions() -> list[tuple[int, int, int]]:
-    """``(api_key, min, max)`` for every registered API, in key order."""
+def advertised_versions(broker=None) -> list[tuple[int, int, int]]:
+    """``(api_key, min, max)`` for every registered API, in key order; given the
+    broker, without the APIs its configuration does not serve."""
     global _advertised
     if _advertised is None:
         load_handlers()
         _advertised = [(r.key, r.min_version, r.max_version)
                        for r in sorted(REGISTRY.values(), key=lambda r: r.key)]
-    return _advertised
+    if broker is None:
+        return _advertised
+    return [entry for entry in _advertised
+            if (check := REGISTRY[entry[0]].advertised_if) is None or check(broker)]

@@ -68,6 +68,8 @@ def topic_config_entries(broker, overrides: dict[str, str | None]) -> list[dict]
 def broker_config_values(broker):
     config = broker.config
     for name, defn in sorted(BROKER_CONFIGS.items()):
+        if defn.internal:
+            continue
         value = format_value(defn, config.get(name))
         source = _broker_source(config, name)
         synonyms = _synonym_entries(config, name)

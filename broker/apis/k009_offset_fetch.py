@@ -8,6 +8,8 @@
   group's partition, as the new coordinator does, so it never needs
   UNSTABLE_OFFSET_COMMIT (transactional commits are not served).
 - A missing group answers -1 for every partition asked (it is not created).
+- v9: a member of a consumer group (KIP-848) fetches with its member id and
+  current epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH otherwise).
 - v1 has no group-level error: a group error is copied into every partition.
 """
 
@@ -28,8 +30,8 @@ def _partition(index: int, committed, code=ErrorCode.NONE) -> dict:
             "metadata": committed.metadata, "error_code": code}
 
 
-def _fetch(groups, group_id: str, topics):
-    code, found = groups.fetch_offsets(group_id, topics)
+def _fetch(groups, group_id: str, topics, member_id=None, member_epoch=-1):
+    code, found = groups.fetch_offsets(group_id, topics, member_id, member_epoch)
     return code, [{"name": t, "partitions": [_partition(i, c) for i, c in parts]}
                   for t, parts in found]
 
@@ -55,7 +57,7 @@ def _answer(groups, request, version: int) -> dict:
         for g in request.groups:
             topics = None if g.topics is None else \
                 [(t.name, list(t.partition_indexes)) for t in g.topics]
-            code, found = _fetch(groups, g.group_id, topics)
+            code, found = _fetch(groups, g.group_id, topics, g.member_id, g.member_epoch)
             answers.append({"group_id": g.group_id, "topics": found, "error_code": code})
         return {"throttle_time_ms": 0, "groups": answers}
     topics = None if request.topics is None else \

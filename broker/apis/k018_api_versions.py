@@ -27,15 +27,19 @@ def api_versions(ctx, request):
         and _SOFTWARE.fullmatch(request.client_software_version)
     ):
         return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": []}
-    return {"error_code": ErrorCode.NONE, "api_keys": _api_keys(), "throttle_time_ms": 0}
+    return {"error_code": ErrorCode.NONE, "api_keys": _api_keys(ctx.broker),
+            "throttle_time_ms": 0}
 
 
-_API_KEYS: list[dict] | None = None
+_API_KEYS: dict[tuple, list[dict]] = {}
 
 
-def _api_keys() -> list[dict]:
-    global _API_KEYS
-    if _API_KEYS is None:
-        _API_KEYS = [{"api_key": key, "min_version": low, "max_version": high}
-                     for key, low, high in advertised_versions()]
-    return _API_KEYS
+def _api_keys(broker) -> list[dict]:
+    advertised = advertised_versions(broker)
+    cache_key = tuple(advertised)
+    keys = _API_KEYS.get(cache_key)
+    if keys is None:
+        keys = _API_KEYS[cache_key] = [
+            {"api_key": key, "min_version": low, "max_version": high}
+            for key, low, high in advertised]
+    return keys

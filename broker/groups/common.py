@@ -25,6 +25,12 @@ class CoordinatorConfig:
     offset_metadata_max_bytes: int = 4096
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offsets_retention_check_interval_ms: int = 600_000
+    # the consumer group protocol (KIP-848)
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_max_size: int = 2**31 - 1
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    consumer_assignment_interval_ms: int = 0
 
 
 @dataclass(slots=True)

@@ -30,13 +30,17 @@ from broker.groups.common import (
     CoordinatorConfig,
     JoinRequest,
     chunked_writes,
+    join_error,
     map_write_error,
+    sync_answer,
 )
+from broker.groups.consumer_group import ConsumerGroup
+from broker.groups.consumer_membership import ConsumerGroupManager, HeartbeatRequest
 from broker.groups.group import Group, GroupState
 from broker.groups.loader import LoadedPartition
 from broker.groups.membership import GroupMetadataManager
 from broker.groups.offset_manager import OffsetMetadataManager
-from broker.runtime.outcome import Outcome
+from broker.runtime.outcome import Outcome, Write
 from broker.runtime.timers import Deadlines
 from protocol import group_records as G
 from protocol.errors import ErrorCode as E
@@ -62,6 +66,9 @@ class GroupCoordinator:
         self.offset_manager = OffsetMetadataManager(self.config, self.membership,
                                                     refusal=refusal)
         self.membership.on_forget = self.offset_manager.forget
+        self.consumer = ConsumerGroupManager(self.config, self.timers, self.membership.groups,
+                                             refusal=refusal)
+        self.offset_manager.consumer = self.consumer
         if refusal is None:
             self.timers.schedule(("offset-expiry",),
                                  now + self.config.offsets_retention_check_interval_ms)
@@ -80,29 +87,63 @@ class GroupCoordinator:
 
     @refusal.setter
     def refusal(self, code: E | None) -> None:
-        self.membership.refusal = self.offset_manager.refusal = code
+        self.membership.refusal = self.offset_manager.refusal = self.consumer.refusal = code
 
     # == the requests: each goes to the manager that owns it =========================
 
     def join(self, ticket, req: JoinRequest, now: int) -> Outcome:
+        group = self.groups.get(req.group_id)
+        if isinstance(group, ConsumerGroup) and self.refusal is None:
+            if group.members:
+                # A classic member joining a consumer group (online migration) is
+                # not served: Kafka with migration disabled refuses it the same way.
+                return Outcome().answer(ticket, join_error(E.INCONSISTENT_GROUP_PROTOCOL))
+            # An empty consumer group gives way to the classic group
+            # (GroupMetadataManager.maybeDeleteEmptyConsumerGroup); its offsets stay.
+            out = Outcome()
+            out.writes.append(Write(self.consumer.deletion_records(group)))
+            self.consumer.forget(group)
+            log.info("consumer_group.deleted", group_id=group.group_id,
+                     reason="a classic member joins the empty consumer group")
+            return out.merge(self.membership.join(ticket, req, now))
         return self.membership.join(ticket, req, now)
 
     def sync(self, ticket, group_id, generation, member_id, instance_id, protocol_type,
              protocol_name, assignments, now: int) -> Outcome:
+        if self._is_consumer(group_id):  # none of its members uses the classic protocol
+            return Outcome().answer(ticket, sync_answer(E.UNKNOWN_MEMBER_ID))
         return self.membership.sync(ticket, group_id, generation, member_id, instance_id,
                                     protocol_type, protocol_name, assignments, now)
 
     def heartbeat(self, group_id, generation, member_id, instance_id, now: int) -> E:
+        if self._is_consumer(group_id):
+            return E.UNKNOWN_MEMBER_ID
         return self.membership.heartbeat(group_id, generation, member_id, instance_id, now)
 
     def leave(self, group_id, members, now: int):
+        if self._is_consumer(group_id):
+            return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(members), Outcome()
         return self.membership.leave(group_id, members, now)
 
     def describe(self, group_id: str) -> dict:
+        if self._is_consumer(group_id):
+            return self.consumer.describe_classic(group_id)
         return self.membership.describe(group_id)
 
     def list_groups(self, states: list[str], types: list[str]) -> list[dict]:
-        return self.membership.list_groups(states, types)
+        return self.membership.list_groups(states, types) + \
+            self.consumer.list_groups(states, types)
+
+    def _is_consumer(self, group_id: str) -> bool:
+        return self.refusal is None and isinstance(self.groups.get(group_id), ConsumerGroup)
+
+    # == the consumer group protocol (KIP-848) ==========================================
+
+    def consumer_heartbeat(self, ticket, req: HeartbeatRequest, now: int) -> Outcome:
+        return self.consumer.heartbeat(ticket, req, now)
+
+    def consumer_describe(self, group_ids: list[str], version: int) -> list[dict]:
+        return [self.consumer.describe(g, version) for g in group_ids]
 
     def commit(self, ticket, group_id, generation, member_id, instance_id, offsets,
                now: int, *, version: int = 9, retention_ms: int = -1) -> Outcome:
@@ -110,8 +151,9 @@ class GroupCoordinator:
                                           offsets, now, version=version,
                                           retention_ms=retention_ms)
 
-    def fetch_offsets(self, group_id: str, topics):
-        return self.offset_manager.fetch_offsets(group_id, topics)
+    def fetch_offsets(self, group_id: str, topics, member_id: str | None = None,
+                      member_epoch: int = -1):
+        return self.offset_manager.fetch_offsets(group_id, topics, member_id, member_epoch)
 
     def delete_offsets(self, ticket, group_id: str, partitions, now: int) -> Outcome:
         return self.offset_manager.delete_offsets(ticket, group_id, partitions, now)
@@ -133,22 +175,38 @@ class GroupCoordinator:
         out = Outcome()
         answer: dict[str, E] = {}
         deleting: list[Group] = []
+        consumer_deleting: list[ConsumerGroup] = []
         refusal = self.refusal
         for group_id in dict.fromkeys(group_ids):
             if refusal is not None:
                 answer[group_id] = refusal
                 continue
             group = self.groups.get(group_id)
-            if group is None or group.state is S.DEAD:
+            if isinstance(group, ConsumerGroup):
+                if group.members:
+                    answer[group_id] = E.NON_EMPTY_GROUP
+                else:
+                    answer[group_id] = E.NONE
+                    consumer_deleting.append(group)
+            elif group is None or group.state is S.DEAD:
                 answer[group_id] = E.GROUP_ID_NOT_FOUND
             elif group.state is not S.EMPTY:
                 answer[group_id] = E.NON_EMPTY_GROUP
             else:
                 answer[group_id] = E.NONE
                 deleting.append(group)
-        if not deleting:
+        if not deleting and not consumer_deleting:
             return out.answer(ticket, answer)
-        deletion = _Deletion(ticket, answer, len(deleting))
+        deletion = _Deletion(ticket, answer, len(deleting) + len(consumer_deleting))
+        for group in consumer_deleting:
+            records, seq, partitions = self.offset_manager.delete_all(group.group_id)
+            records.extend(self.consumer.deletion_records(group))
+            self.consumer.forget(group)
+            group.dead = True
+            log.info("group.deleted", group_id=group.group_id, group_epoch=group.group_epoch,
+                     reason="DeleteGroups")
+            out.writes.extend(chunked_writes(records, functools.partial(
+                self._consumer_group_deleted, deletion, group, seq, partitions)))
         for group in deleting:
             records, seq, partitions = self.offset_manager.delete_all(group.group_id)
             records.append((G.group_metadata_key(group.group_id), None))
@@ -182,6 +240,26 @@ class GroupCoordinator:
             return Outcome().answer(deletion.ticket, deletion.answer)
         return Outcome()
 
+    def _consumer_group_deleted(self, deletion: "_Deletion", group: ConsumerGroup, seq: int,
+                                partitions, error: E, now: int) -> Outcome:
+        latest = self.offset_manager.deleted_all(group.group_id, seq, partitions, error)
+        if error is not E.NONE:
+            deletion.answer[group.group_id] = map_write_error(error)
+            if group.group_id not in self.groups:
+                group.dead = False
+                self.groups[group.group_id] = group
+                self.offsets.apply(group.group_id, latest)
+                log.warning("group.write_failed", group_id=group.group_id,
+                            error=error.name, record="group deletion",
+                            reason="the tombstones could not be written; the group "
+                                   "stays Empty")
+        else:
+            self.offset_manager.forget(group.group_id)
+        deletion.waiting -= 1
+        if deletion.waiting == 0:
+            return Outcome().answer(deletion.ticket, deletion.answer)
+        return Outcome()
+
     # == timers ============================================================================
 
     def next_deadline(self) -> int | None:
@@ -201,6 +279,8 @@ class GroupCoordinator:
         if key[0] == "offset-expiry":  # the periodic sweep, armed again at once
             self.timers.schedule(key, now + self.config.offsets_retention_check_interval_ms)
             return self.offset_manager.expire_offsets(now)
+        if key[0] in ("cg-session", "cg-revoke"):
+            return self.consumer.fire(key, payload, now)
         return self.membership.fire(key, payload, now)
 
     # == loading ==========================================================================
@@ -216,6 +296,7 @@ class GroupCoordinator:
         for group_id, held in loaded.offsets.items():
             if held:
                 self.offsets.groups[group_id] = held
+        self.consumer.install(loaded.consumer_groups, now)
         return self.membership.install(loaded.groups, now)
 
 

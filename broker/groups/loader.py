@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.groups.consumer_group import ConsumerGroup
 from broker.groups.group import Group
 from broker.groups.offsets import OffsetStore
 from protocol import group_records as G
@@ -19,9 +20,10 @@ from protocol.records import batch_header, batch_payload, key_values
 @dataclass
 class LoadedPartition:
     groups: dict[str, Group] = field(default_factory=dict)
+    consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
     offsets: dict[str, dict] = field(default_factory=dict)
     records: int = 0
-    skipped: int = 0  # unknown record types (KIP-848 and share-group records)
+    skipped: int = 0  # unknown record types (share and streams groups)
     unreadable: int = 0
 
     def counts(self) -> dict[str, int]:
@@ -59,11 +61,19 @@ def replay(records: Iterable[tuple[bytes, bytes | None]]) -> LoadedPartition:
             continue
         if kind == G.GROUP_METADATA:
             metadata[fields.group] = decoded
+        elif kind != G.OFFSET_COMMIT:
+            group = loaded.consumer_groups.get(fields.group)
+            if group is None:
+                group = loaded.consumer_groups[fields.group] = ConsumerGroup(fields.group)
+                group.dead = True  # until its metadata record (type 3) says otherwise
+            group.apply(kind, fields, decoded)
+    for group_id in [g for g, group in loaded.consumer_groups.items() if group.dead]:
+        del loaded.consumer_groups[group_id]
     for group_id, value in metadata.items():
         if value is not None:
             loaded.groups[group_id] = Group.from_record(group_id, value)
     for group_id in store.groups:
-        if group_id not in loaded.groups:
+        if group_id not in loaded.groups and group_id not in loaded.consumer_groups:
             loaded.groups[group_id] = Group(group_id, generation=0)  # a simple group
     loaded.offsets = store.groups
     return loaded

@@ -56,6 +56,11 @@ class GroupMetadataManager:
     def _refusal(self, group_id: str) -> E | None:
         return self.refusal
 
+    def classic(self, group_id: str) -> Group | None:
+        """The classic group of that id (the shard's groups also hold consumer groups)."""
+        group = self.groups.get(group_id)
+        return group if isinstance(group, Group) else None
+
     def fire(self, key, payload, now: int) -> Outcome | None:
         kind = key[0]
         if kind == "session":
@@ -90,7 +95,7 @@ class GroupMetadataManager:
         self.timers.cancel(("session", group.group_id, member_id))
 
     def _session_expired(self, group_id: str, member_id: str, now: int) -> Outcome | None:
-        group = self.groups.get(group_id)
+        group = self.classic(group_id)
         if group is None or group.state is S.DEAD:
             return None
         if member_id in group.pending_members:
@@ -182,7 +187,7 @@ class GroupMetadataManager:
         return self._complete_join(group, now, "every member has joined")
 
     def _join_timer(self, group_id: str, payload, now: int) -> Outcome | None:
-        group = self.groups.get(group_id)
+        group = self.classic(group_id)
         if group is None or group.state is not S.PREPARING_REBALANCE:
             return None
         if payload[0] == "initial":
@@ -281,7 +286,7 @@ class GroupMetadataManager:
                 "members": members}
 
     def _pending_sync_expired(self, group_id: str, generation: int, now: int):
-        group = self.groups.get(group_id)
+        group = self.classic(group_id)
         if group is None or group.generation != generation:
             return None
         if group.state not in (S.COMPLETING_REBALANCE, S.STABLE) or not group.pending_sync:
@@ -320,7 +325,7 @@ class GroupMetadataManager:
         if (refusal := self._refusal(req.group_id)) is not None:
             return out.answer(ticket, join_error(refusal, req.member_id))
         new_member = req.member_id == ""
-        group = self.groups.get(req.group_id)
+        group = self.classic(req.group_id)
         created = group is None
         if group is None:
             if not new_member:
@@ -624,7 +629,7 @@ class GroupMetadataManager:
             return out.answer(ticket, sync_answer(E.INVALID_GROUP_ID))
         if (refusal := self._refusal(group_id)) is not None:
             return out.answer(ticket, sync_answer(refusal))
-        group = self.groups.get(group_id)
+        group = self.classic(group_id)
         if group is None or group.state is S.EMPTY:
             return out.answer(ticket, sync_answer(E.UNKNOWN_MEMBER_ID))
         if group.state is S.DEAD:
@@ -720,7 +725,7 @@ class GroupMetadataManager:
         if (refusal := self._refusal(group_id)) is not None:
             # Kafka answers blindly while the group is loading
             return E.NONE if refusal is E.COORDINATOR_LOAD_IN_PROGRESS else refusal
-        group = self.groups.get(group_id)
+        group = self.classic(group_id)
         if group is None:
             return E.UNKNOWN_MEMBER_ID
         if group.state is S.DEAD:
@@ -748,7 +753,7 @@ class GroupMetadataManager:
             return E.INVALID_GROUP_ID, [], out
         if (refusal := self._refusal(group_id)) is not None:
             return refusal, [], out
-        group = self.groups.get(group_id)
+        group = self.classic(group_id)
         if group is None:
             # Kafka 4.x answers each member, not the request.
             return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(members), out
@@ -819,7 +824,7 @@ class GroupMetadataManager:
         if (refusal := self._refusal(group_id)) is not None:
             return {"error_code": refusal, "group_id": group_id,
                     "group_state": "", "protocol_type": "", "protocol_data": "", "members": []}
-        group = self.groups.get(group_id)
+        group = self.classic(group_id)
         if group is None or group.state is S.DEAD:
             return {"error_code": E.NONE, "group_id": group_id, "group_state": S.DEAD.value,
                     "protocol_type": "", "protocol_data": "", "members": []}
@@ -845,11 +850,11 @@ class GroupMetadataManager:
             {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
              "group_state": g.state.value, "group_type": CLASSIC}
             for g in self.groups.values()
-            if g.state is not S.DEAD and
+            if isinstance(g, Group) and g.state is not S.DEAD and
             (not wanted_states or g.state.value.lower() in wanted_states)]
 
     def forget_group(self, group: Group) -> None:
-        if self.groups.get(group.group_id) is group:
+        if self.classic(group.group_id) is group:
             del self.groups[group.group_id]
         if self.on_forget is not None:
             self.on_forget(group.group_id)
@@ -863,6 +868,8 @@ class GroupMetadataManager:
         when Kafka unloads a partition, so their clients look elsewhere."""
         out = Outcome()
         for group in self.groups.values():
+            if not isinstance(group, Group):
+                continue
             for member in group.members.values():
                 if member.awaiting_join is not None:
                     out.answer(member.awaiting_join,

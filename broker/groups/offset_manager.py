@@ -23,6 +23,7 @@ from broker.groups.common import (
     java_long,
     map_write_error,
 )
+from broker.groups.consumer_group import ConsumerGroup
 from broker.groups.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState
 from broker.groups.membership import GroupMetadataManager
 from broker.groups.offsets import OffsetAndMetadata, OffsetStore
@@ -42,6 +43,7 @@ class OffsetMetadataManager:
         self.membership = membership
         self.groups = membership.groups  # the same dict: a commit may create a simple group
         self.refusal = refusal
+        self.consumer = None  # the shard's ConsumerGroupManager, set by the shard
         self.offsets = OffsetStore()
         # Offset writes not yet durable: group -> {partition: sequence of the
         # latest write}.
@@ -80,10 +82,16 @@ class OffsetMetadataManager:
             # partition (OFFSET_METADATA_TOO_LARGE) leaves no group behind, as
             # Kafka lists none.
             group = Group(group_id)
-        error = self.membership.validate_offset_commit(group, generation, member_id, instance_id)
+        if isinstance(group, ConsumerGroup):
+            error = validate_consumer_commit(group, generation, member_id, version, offsets,
+                                             self.consumer.metadata.lookup)
+        else:
+            error = self.membership.validate_offset_commit(group, generation, member_id,
+                                                           instance_id)
         if error is not E.NONE:
             return every(error)
-        if group.state in (S.STABLE, S.PREPARING_REBALANCE) and member_id in group.members:
+        if isinstance(group, Group) and group.state in (S.STABLE, S.PREPARING_REBALANCE) and \
+                member_id in group.members:
             self.membership.arm_session(group, group.members[member_id], now)
         answer = {}
         stored = {}
@@ -172,13 +180,19 @@ class OffsetMetadataManager:
 
     # == OffsetFetch ====================================================================
 
-    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None
+    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
+                      member_id: str | None = None, member_epoch: int = -1
                       ) -> tuple[E, list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]]:
         """(group error, [(topic, [(partition, offset or None)])]); ``topics``
-        None asks for every committed partition."""
+        None asks for every committed partition.  A consumer group's member
+        fetches with its epoch (OffsetFetch v9)."""
         if (refusal := self._refusal(group_id)) is not None:
             return refusal, []
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            error = validate_consumer_fetch(group, member_id, member_epoch)
+            if error is not E.NONE:
+                return error, []
         held = self.offsets.offsets(group_id) if group is not None and \
             group.state is not S.DEAD else {}
         if topics is None:
@@ -213,7 +227,15 @@ class OffsetMetadataManager:
         if group is None or group.state is S.DEAD:
             return out.answer(ticket, (E.GROUP_ID_NOT_FOUND, {}))
         answer: dict[tuple[str, int], E] = {}
-        if group.state is S.EMPTY:
+        if isinstance(group, ConsumerGroup):
+            deleted = []
+            for tp in partitions:  # ConsumerGroup.validateOffsetDelete
+                if group.members and group.subscribed_names.get(tp[0], 0) > 0:
+                    answer[tp] = E.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    answer[tp] = E.NONE
+                    deleted.append(tp)
+        elif group.state is S.EMPTY:
             deleted = list(partitions)
             answer = {tp: E.NONE for tp in partitions}
         elif group.protocol_type != CONSUMER_PROTOCOL_TYPE:
@@ -261,6 +283,10 @@ class OffsetMetadataManager:
         out = Outcome()
         retention = self.config.offsets_retention_ms
         for group in list(self.groups.values()):
+            if isinstance(group, ConsumerGroup):
+                if group.group_id not in self._in_flight:
+                    out.merge(self._expire_consumer_group(group, now))
+                continue
             if group.state is S.DEAD or group.group_id in self._in_flight:
                 continue
             held = self.offsets.groups.get(group.group_id, {})
@@ -284,6 +310,49 @@ class OffsetMetadataManager:
                 out.writes.extend(chunked_writes(records, functools.partial(
                     self._expiry_written, group, seq, expired, since)))
         return out
+
+    def _expire_consumer_group(self, group: ConsumerGroup, now: int) -> Outcome:
+        """A consumer group's offsets expire when it no longer subscribes to their
+        topic and they are older than the retention (or past their explicit
+        expiry); an empty group without offsets is deleted then
+        (GroupMetadataManager.cleanupGroupMetadata)."""
+        out = Outcome()
+        retention = self.config.offsets_retention_ms
+        held = self.offsets.groups.get(group.group_id, {})
+        expired = [tp for tp, o in held.items()
+                   if group.subscribed_names.get(tp[0], 0) == 0 and
+                   (now >= o.expire_timestamp if o.expire_timestamp != -1
+                    else now - o.commit_timestamp >= retention)]
+        records = self._offset_tombstones(group.group_id, expired)
+        seq = self._issue(group.group_id, expired) if expired else None
+        if expired:
+            self.offsets.apply(group.group_id, {tp: None for tp in expired})
+            log.info("group.offsets_expired", group_id=group.group_id,
+                     group_epoch=group.group_epoch, state=group.state.value,
+                     partitions=len(expired),
+                     reason=f"the group does not subscribe to their topics and they were "
+                            f"committed longer ago than offsets.retention.minutes "
+                            f"({retention} ms), or past their explicit expiry time")
+        if not group.members and not self.offsets.has_offsets(group.group_id):
+            records.extend(self.consumer.deletion_records(group))
+            self.consumer.forget(group)
+            log.info("group.deleted", group_id=group.group_id, group_epoch=group.group_epoch,
+                     reason="empty and all its offsets expired")
+        if records:
+            out.writes.extend(chunked_writes(records, functools.partial(
+                self._consumer_expiry_written, group, seq, expired)))
+        return out
+
+    def _consumer_expiry_written(self, group: ConsumerGroup, seq, expired, error: E,
+                                 now: int) -> Outcome:
+        latest = self._settle(group.group_id, seq, dict.fromkeys(expired), error) \
+            if seq is not None else {}
+        if error is not E.NONE and group.dead and group.group_id not in self.groups:
+            group.dead = False
+            self.groups[group.group_id] = group
+        if self.groups.get(group.group_id) is group:
+            self.offsets.apply(group.group_id, latest)
+        return Outcome()
 
     def _expiry_reason(self, group: Group) -> str:
         retention = f"offsets.retention.minutes ({self.config.offsets_retention_ms} ms)"
@@ -327,3 +396,43 @@ class OffsetMetadataManager:
         if committed.expire_timestamp != -1:
             return now >= committed.expire_timestamp
         return now - clock >= retention
+
+
+def validate_consumer_commit(group: ConsumerGroup, member_epoch: int, member_id: str,
+                             version: int, partitions=(), lookup=None) -> E:
+    """ConsumerGroup.validateOffsetCommit (Kafka 4.4): an admin or a consumer
+    outside the group (a negative epoch) commits only to an empty group; a
+    member commits with OffsetCommit v9 or later, with its current epoch, or an
+    older one for partitions it was given at or before that epoch (their
+    assignment epochs), so a commit racing an epoch bump is not refused."""
+    if member_epoch < 0 and not group.members:
+        return E.NONE
+    member = group.members.get(member_id)
+    if member is None:
+        return E.UNKNOWN_MEMBER_ID
+    if version < 9:
+        return E.UNSUPPORTED_VERSION
+    if member_epoch == member.member_epoch:
+        return E.NONE
+    if member_epoch > member.member_epoch:
+        return E.STALE_MEMBER_EPOCH
+    for topic, partition in partitions:
+        found = lookup(topic) if lookup is not None else None
+        given = member.assignment_epoch(found[0], partition) if found is not None else None
+        if given is None or member_epoch < given:
+            return E.STALE_MEMBER_EPOCH
+    return E.NONE
+
+
+def validate_consumer_fetch(group: ConsumerGroup, member_id: str | None,
+                            member_epoch: int) -> E:
+    """ConsumerGroup.validateOffsetFetch: without a member (an admin), any fetch;
+    a member fetches with its current epoch."""
+    if member_id is None and member_epoch < 0:
+        return E.NONE
+    member = group.members.get(member_id)
+    if member is None:
+        return E.UNKNOWN_MEMBER_ID
+    if member_epoch != member.member_epoch:
+        return E.STALE_MEMBER_EPOCH
+    return E.NONE

@@ -30,6 +30,7 @@ class GroupService:
                  linger_ms: int = ADAPTIVE_LINGER, new_uuid=None):
         self.config = config or CoordinatorConfig()
         self._new_uuid = new_uuid
+        self._broker = broker
         self.runtime = CoordinatorRuntime(
             broker, name="groups", topic=OFFSETS_TOPIC, partitions=self.config.partitions,
             new_shard=self._new_shard, load=load_partition, clock=clock, linger_ms=linger_ms)
@@ -37,8 +38,12 @@ class GroupService:
 
     def _new_shard(self, partition: int, timers, now: int, refusal) -> GroupCoordinator:
         extra = {"new_uuid": self._new_uuid} if self._new_uuid is not None else {}
-        return GroupCoordinator(self.config, now=now, partition=partition, timers=timers,
-                                refusal=refusal, **extra)
+        shard = GroupCoordinator(self.config, now=now, partition=partition, timers=timers,
+                                 refusal=refusal, **extra)
+        topics = getattr(self._broker, "topics", None)
+        if topics is not None:
+            shard.consumer.metadata = topics  # the consumer groups' view of the topics
+        return shard
 
     @property
     def loaded(self) -> asyncio.Event:
@@ -89,13 +94,29 @@ class GroupService:
                                   group_id, generation, member_id, instance_id, offsets,
                                   version=version, retention_ms=retention_ms)
 
-    def fetch_offsets(self, group_id, topics):
+    def fetch_offsets(self, group_id, topics, member_id=None, member_epoch=-1):
         return self.runtime.read(self.partition_for(group_id), GroupCoordinator.fetch_offsets,
-                                 group_id, topics)
+                                 group_id, topics, member_id, member_epoch)
 
     def describe(self, group_id) -> dict:
         return self.runtime.read(self.partition_for(group_id), GroupCoordinator.describe,
                                  group_id)
+
+    def consumer_heartbeat(self, request) -> asyncio.Future:
+        return self.runtime.write(self.partition_for(request.group_id),
+                                  GroupCoordinator.consumer_heartbeat, request)
+
+    def consumer_describe(self, group_ids, version) -> list[dict]:
+        """ConsumerGroupDescribe: each group from its shard, in request order."""
+        by_partition: dict[int, list[str]] = {}
+        for group_id in dict.fromkeys(group_ids):
+            by_partition.setdefault(self.partition_for(group_id), []).append(group_id)
+        described = {}
+        for partition, ids in by_partition.items():
+            for entry in self.runtime.read(partition, GroupCoordinator.consumer_describe,
+                                           ids, version):
+                described[entry["group_id"]] = entry
+        return [dict(described[g]) for g in group_ids]
 
     def delete_offsets(self, group_id, partitions) -> asyncio.Future:
         return self.runtime.write(self.partition_for(group_id), GroupCoordinator.delete_offsets,

@@ -128,6 +128,9 @@ class TopicManager:
         self._worker: ThreadPoolExecutor | None = None
         self.listeners: list[Any] = []  # objects with on_topic_deleted(topic)
         self._growing = asyncio.Lock()  # one CreatePartitions growth at a time
+        # Moves on whenever a topic is added, removed or replaced (grown): the
+        # consumer groups look again at the topics they subscribe to.
+        self.version = 0
 
     # -- persistence -----------------------------------------------------------
 
@@ -151,11 +154,13 @@ class TopicManager:
         }
 
     def _add(self, topic: Topic) -> None:
+        self.version += 1
         self.topics[topic.name] = topic
         self._by_id[topic.topic_id] = topic
         self._unified[unify_collision_chars(topic.name)] = topic.name
 
     def _remove(self, topic: Topic) -> None:
+        self.version += 1
         del self.topics[topic.name]
         self._by_id.pop(topic.topic_id, None)
         self._unified.pop(unify_collision_chars(topic.name), None)
@@ -205,6 +210,15 @@ class TopicManager:
 
     def get(self, name: str) -> Topic | None:
         return self.topics.get(name)
+
+    def lookup(self, name: str) -> tuple[uuid.UUID, int] | None:
+        """(topic id, partitions) of a topic, for the consumer groups."""
+        topic = self.topics.get(name)
+        return None if topic is None else (topic.topic_id, topic.partitions)
+
+    def name_of(self, topic_id: uuid.UUID) -> str | None:
+        topic = self._by_id.get(topic_id)
+        return None if topic is None else topic.name
 
     def by_id(self, topic_id: uuid.UUID) -> Topic | None:
         return self._by_id.get(topic_id)
@@ -411,6 +425,7 @@ class TopicManager:
                              f"Topic {topic.name} was deleted meanwhile.")
         self.logs.register(made)
         topic.partitions = count
+        self.version += 1
         log.info("topic.partitions_added", topic=topic.name, partitions=count, added=count - first,
                  topic_id=topic_id_to_str(topic.topic_id))
 

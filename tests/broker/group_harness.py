@@ -9,6 +9,7 @@ import itertools
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
 from broker.groups.common import CoordinatorConfig, JoinRequest
+from broker.groups.consumer_membership import HeartbeatRequest
 from broker.groups.coordinator import GroupCoordinator
 from broker.runtime.outcome import Outcome
 from broker.groups.offsets import OffsetAndMetadata
@@ -103,6 +104,24 @@ class Harness:
             {tp: OffsetAndMetadata(o, -1, m) for tp, (o, m) in offsets.items()},
             self.now, version=version, retention_ms=retention))
         return ticket
+
+    def consumer_heartbeat(self, group="g", member="m1", epoch=0, *, instance=None, rack=None,
+                           rebalance=None, topics=None, regex=None, assignor=None,
+                           owned=None, version=1, settle=True) -> dict | None:
+        """A ConsumerGroupHeartbeat; a join (epoch 0) sends what a client sends on
+        its first heartbeat.  Settles the writes and returns the answer."""
+        if epoch == 0:
+            rebalance = 300_000 if rebalance is None else rebalance
+            owned = [] if owned is None else owned
+            topics = ["t"] if topics is None and regex is None else topics
+        ticket = self.ticket()
+        req = HeartbeatRequest(group, member, epoch, instance, rack,
+                               -1 if rebalance is None else rebalance, topics, regex, assignor,
+                               owned, "client", "/127.0.0.1", version)
+        self._take(self.core.consumer_heartbeat(ticket, req, self.now))
+        if settle:
+            self.settle()
+        return self.answer(ticket)
 
     def delete_groups(self, *groups) -> Ticket:
         ticket = self.ticket()

@@ -166,3 +166,33 @@ def test_kafka_variables_are_named_as_apache_kafka_s_image_names_them():
         "advertised.listeners": "PLAINTEXT://broker:19092,HOST://localhost:9092",
         # without KAFKA_LISTENERS, the advertised ones on every address
         "listeners": "PLAINTEXT://0.0.0.0:19092,HOST://0.0.0.0:9092"}
+
+
+def test_consumer_group_protocol_settings_are_checked_as_kafka_checks_them():
+    from broker.config import assignor_names
+    config = BrokerConfig.build({"group.consumer.assignors": "range,uniform"}, warn=False)
+    assert assignor_names(config["group.consumer.assignors"]) == ("range", "uniform")
+    default = BrokerConfig.build({}, warn=False)
+    assert assignor_names(default["group.consumer.assignors"]) == ("uniform", "range")
+    assert default["group.coordinator.rebalance.protocols"] == ["classic"]
+    refused = [
+        ({"group.coordinator.rebalance.protocols": "consumer"},
+         "Disabling the 'classic' protocol is not supported."),
+        ({"group.consumer.assignors": "uniform,sticky"}, "sticky is not a server assignor"),
+        ({"group.consumer.assignors": "uniform,uniform"}, "listed twice"),
+        ({"group.consumer.heartbeat.interval.ms": "100"},
+         "group.consumer.heartbeat.interval.ms must be greater than or equal to "
+         "group.consumer.min.heartbeat.interval.ms"),
+        ({"group.consumer.heartbeat.interval.ms": "15000",
+          "group.consumer.session.timeout.ms": "15000",
+          "group.consumer.min.session.timeout.ms": "15000"},
+         "group.consumer.heartbeat.interval.ms must be less than "
+         "group.consumer.session.timeout.ms"),
+        ({"group.consumer.session.timeout.ms": "90000"},
+         "group.consumer.session.timeout.ms must be less than or equal to "
+         "group.consumer.max.session.timeout.ms"),
+    ]
+    for properties, reason in refused:
+        with pytest.raises(ValueError) as info:
+            BrokerConfig.build(properties, warn=False)
+        assert reason in str(info.value), properties

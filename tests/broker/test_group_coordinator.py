@@ -917,7 +917,7 @@ def test_replay_counts_what_it_read_and_skipped():
     from broker.groups.loader import replay
     records = [(G.offset_commit_key("g", "t", p), G.offset_commit_value(p, "", 1))
                for p in range(3)]
-    records.insert(1, (b"\x00\x05\x00\x01g\x00\x01m", b"\x00\x00"))  # a KIP-848 record type
+    records.insert(1, (b"\x00\x0a\x00\x01g\x00\x01m", b"\x00\x00"))  # a share-group record type
     loaded = replay(records)
     assert (loaded.records, loaded.skipped, loaded.unreadable) == (4, 1, 0)
     assert sorted(loaded.offsets["g"]) == [("t", 0), ("t", 1), ("t", 2)]

@@ -140,6 +140,11 @@ class ConfluentMember(Member):
                   "session.timeout.ms": self.settings.get("session", 10_000),
                   "heartbeat.interval.ms": 500}
         config.update(self.settings.get("extra", {}))
+        if config.get("group.protocol") == "consumer":
+            # the broker assigns and times sessions: librdkafka refuses these then
+            for classic_only in ("partition.assignment.strategy", "session.timeout.ms",
+                                 "heartbeat.interval.ms"):
+                config.pop(classic_only)
         consumer = confluent_kafka.Consumer(config)
         try:
             # With these callbacks set the binding still assigns (incrementally

@@ -14,8 +14,12 @@ from tests.support import REPO
 
 # The pytest section's examples (a test file, the embedded broker) are run by
 # tests/test_pytest_plugin.py; these are the client examples.
-BLOCKS = [b for b in re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
-          if not b.startswith("# test_") and "EmbeddedBroker" not in b]
+_ALL = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+BLOCKS = [b for b in _ALL
+          if not b.startswith("# test_") and "EmbeddedBroker" not in b and
+          '"group.protocol": "consumer"' not in b]
+# The consumer group protocol's example (a broker started with it enabled).
+KIP848 = [b for b in _ALL if '"group.protocol": "consumer"' in b]
 CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka"]
 
 
@@ -53,3 +57,13 @@ def test_readme_consumer_group_example(make_broker):
     assert "group billing: Stable with 2 members" in out, out
     rows = re.findall(r"^orders +(\d) +(\d+) +(\d+) +(\d+)$", out, re.M)
     assert [(p, lag) for p, _c, _e, lag in rows] == [("0", "0"), ("1", "0"), ("2", "0")], out
+
+
+def test_readme_consumer_protocol_example(make_broker):
+    """The consumer group protocol's example, on a broker started as the README
+    says: the one consumer is given every partition of ``orders``."""
+    (example,) = KIP848
+    node = make_broker(overrides={"group.coordinator.rebalance.protocols": "classic,consumer"})
+    _run(BLOCKS[0], node.bootstrap)  # creates "orders" with 3 partitions
+    out = _run(example, node.bootstrap)
+    assert "billing-v2 owns partitions [0, 1, 2]" in out, out

@@ -208,7 +208,7 @@ def test_consumer_offsets_records_decode_to_commits_groups_and_tombstones(tmp_pa
             [("x", None, b"\x01\x02", b"\x03")], protocol_type="connect")),
         Record(None, T0 + 4, G.offset_commit_key("g1", "t", 0), None),
         Record(None, T0 + 5, G.group_metadata_key("g1"), None),
-        Record(None, T0 + 6, b"\x00\x03" + b"new-protocol-key", b"\x00\x00"),  # skipped
+        Record(None, T0 + 6, b"\x00\x0a" + b"share-group-key", b"\x00\x00"),  # skipped
         Record(None, T0 + 7, G.offset_commit_key("g2", "t", 1), b"\x00"),  # unreadable
     ]
     control = build_control_batch(1, producer_id=1, producer_epoch=0, coordinator_epoch=0,

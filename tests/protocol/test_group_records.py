@@ -35,9 +35,11 @@ def test_keys_of_both_offset_versions_and_unknown_record_types():
         assert kind == G.OFFSET_COMMIT and (key.group, key.topic, key.partition) == ("g", "t", 5)
     kind, key = G.decode_key(b"\x00\x02\x00\x01g")
     assert kind == G.GROUP_METADATA and key.group == "g"
+    kind, key = G.decode_key(b"\x00\x03\x00\x01g")  # a consumer group (KIP-848)
+    assert kind == G.CONSUMER_GROUP_METADATA and key.group == "g"
     with pytest.raises(G.UnknownRecordType) as info:
-        G.decode_key(b"\x00\x03\x00\x01g")
-    assert info.value.version == 3
+        G.decode_key(b"\x00\x0a\x00\x01g")  # a share group's: skipped
+    assert info.value.version == 10
 
 
 def test_group_metadata_round_trip_and_newer_versions():
@@ -72,3 +74,27 @@ def test_offset_commit_keys_from_the_cache_are_the_encoded_keys(monkeypatch):
             assert G.offset_commit_key(g, t, p) == key
             assert len(G._KEY_CACHE) <= 5
     G._KEY_CACHE.clear()
+
+
+def test_consumer_group_records_are_kafkas_bytes():
+    """Keys and values of a consumer group as Kafka 4.4 writes them: version 0
+    keys named by record type, flexible values, tagged fields only when set."""
+    import uuid
+    topic = uuid.UUID(int=(5 << 64) | 7)
+    key = G.consumer_group_key(G.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, "g", "m")
+    assert key == b"\x00\x08\x00\x01g\x00\x01m"
+    value = G.consumer_group_value(G.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, {
+        "member_epoch": 3, "previous_member_epoch": 2, "state": 0,
+        "assigned_partitions": [{"topic_id": topic, "partitions": [0, 1],
+                                 "assignment_epochs": [3, 3]}],
+        "partitions_pending_revocation": []})
+    assert value == (b"\x00\x00" + struct.pack(">ii", 3, 2) + b"\x00" + b"\x02" +
+                     topic.bytes + b"\x03" + struct.pack(">ii", 0, 1) +
+                     b"\x01\x00\x09\x03" + struct.pack(">ii", 3, 3) + b"\x01\x00")
+    kind, fields = G.decode_key(key)
+    assert (kind, fields.group, fields.member_id) == (
+        G.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, "g", "m")
+    back = G.decode_value(kind, value)
+    assert back["assigned_partitions"][0]["assignment_epochs"] == [3, 3]
+    metadata = G.consumer_group_value(G.CONSUMER_GROUP_METADATA, {"epoch": 5})
+    assert metadata == b"\x00\x00" + struct.pack(">i", 5) + b"\x00"  # no hash: no tag

@@ -198,6 +198,7 @@ def test_dump_log_segments_offsets_decoder_reads_kcoord_s_group_records(tools, t
 
 
 GROUPS_TOOL = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+CONSUMER_PROTOCOL = {"group.coordinator.rebalance.protocols": "classic,consumer"}
 
 
 def _json_objects(text: str) -> list:
@@ -241,19 +242,17 @@ def _describe_rows(out: str) -> dict[tuple[str, int], list[str]]:
     return rows
 
 
-def test_verifiable_consumers_share_a_group_and_commit(tools, make_broker):
-    """Kafka's system-test consumer (the Java client's group protocol): two of them
-    split the partitions, read every message and commit."""
+def _two_verifiable_consumers(node, topic: str, group: str, *extra: str) -> list[list[dict]]:
+    """Two VerifiableConsumers of 20 messages each, run at once; the events each
+    printed (JSON lines)."""
     import subprocess
     import threading
 
-    node = make_broker()
-    _produce(node, "verified", 40, partitions=4)
     cmd = ["java", *kafka.TOOL_JVM_OPTS, "-cp", kafka.classpath(),
            "org.apache.kafka.tools.VerifiableConsumer", "--bootstrap-server", node.bootstrap,
-           "--topic", "verified", "--group-id", "verifiers", "--max-messages", "20",
-           "--session-timeout", "10000", "--reset-policy", "earliest"]
-    outputs = [[], []]
+           "--topic", topic, "--group-id", group, "--max-messages", "20",
+           "--reset-policy", "earliest", *extra]
+    outputs: list[list[dict]] = [[], []]
 
     def run(i):
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
@@ -266,6 +265,16 @@ def test_verifiable_consumers_share_a_group_and_commit(tools, make_broker):
         t.start()
     for t in threads:
         t.join(150)
+    return outputs
+
+
+def test_verifiable_consumers_share_a_group_and_commit(tools, make_broker):
+    """Kafka's system-test consumer (the Java client's group protocol): two of them
+    split the partitions, read every message and commit."""
+    node = make_broker()
+    _produce(node, "verified", 40, partitions=4)
+    outputs = _two_verifiable_consumers(node, "verified", "verifiers",
+                                        "--session-timeout", "10000")
     consumed = sorted((r["partition"], o) for events in outputs for e in events
                       if e["name"] == "records_consumed" for r in e["partitions"]
                       for o in range(r["minOffset"], r["maxOffset"] + 1))
@@ -440,9 +449,11 @@ def _tables(out: str) -> list[list[list[str]]]:
     return tables
 
 
-def _describe_live_group(bootstrap: str, topic: str, group: str) -> dict[str, list]:
+def _describe_live_group(bootstrap: str, topic: str, group: str,
+                         settings: dict | None = None) -> dict[str, list]:
     """Every ``--describe`` view of ``group`` while two members hold ``topic``, with
-    member ids and the coordinator's address replaced by stable names."""
+    member ids and the coordinator's address replaced by stable names; ``settings``
+    go to the members (``group.protocol``)."""
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.structs import OffsetAndMetadata
@@ -463,7 +474,8 @@ def _describe_live_group(bootstrap: str, topic: str, group: str) -> dict[str, li
                    for p, offset in enumerate(COMMITTED)})
     simple.close()
     members = [ConfluentMember(bootstrap, group, topic, commit=False,
-                               extra={"client.id": f"client-{name}"}).start() for name in "ab"]
+                               extra={"client.id": f"client-{name}", **(settings or {})}).start()
+               for name in "ab"]
     try:
         unread = {(p, o) for p, count in enumerate(COUNTS) for o in range(COMMITTED[p], count)}
         until(lambda: owned_once(members, len(COUNTS)) and all(m.member_id for m in members)
@@ -539,6 +551,41 @@ def test_kafka_consumer_groups_describes_live_members_as_kafka_does(
             [[t[0], *sorted(t[1:])] for t in kafka_[view]], view
 
 
+def test_kafka_consumer_groups_describes_a_consumer_protocol_group_as_kafka_does(
+        tools, make_broker, scratch_kafka):
+    """The same views of a group of the consumer group protocol (KIP-848), whose
+    committed offsets were made before it had members (an empty classic group
+    that becomes a consumer group): epochs, current and target assignments, the
+    assignor and the state, as Kafka prints them."""
+    import uuid
+
+    suffix = uuid.uuid4().hex[:8]
+    topic, group = f"described848-{suffix}", f"describers848-{suffix}"
+    settings = {"group.protocol": "consumer"}
+    kcoord = _describe_live_group(make_broker(overrides=CONSUMER_PROTOCOL).bootstrap, topic,
+                                  group, settings)
+    kafka_ = _describe_live_group(scratch_kafka.bootstrap, topic, group, settings)
+    (members,) = kcoord["members"]
+    assert sorted(members[1:], key=lambda row: row[3]) == [
+        [group, f"<member_of_{client}>", "/127.0.0.1", client, str(len(parts)), "3",
+         f"{topic}:" + ",".join(map(str, parts)), "3", f"{topic}:" + ",".join(map(str, parts))]
+        for client, parts in sorted(kcoord["held"].items())]
+    (state,) = kcoord["state"]
+    assert state[1][3:] == ["uniform", "Stable", "2"]
+    # Which of the two clients joins first is a race, and with it which one gets
+    # which partitions: the columns naming the member are left out.
+    def anonymous(table):
+        named = [i for i, column in enumerate(table[0]) if column in ("CONSUMER-ID",
+                                                                      "CLIENT-ID")]
+        rows = [[c for i, c in enumerate(row) if i not in named] for row in table]
+        return [rows[0], *sorted(rows[1:])]
+
+    for view in ("offsets", "members", "state"):
+        ours = [anonymous(t) for t in kcoord[view]]
+        theirs = [anonymous(t) for t in kafka_[view]]
+        assert ours == theirs, f"{view}:\n{ours}\n{theirs}"
+
+
 def test_consumer_perf_test_consumes_in_a_group(tools, make_broker):
     node = make_broker()
     _produce(node, "perf-read", 3000, partitions=3)
@@ -577,3 +624,57 @@ def test_offsets_topic_read_through_fetch_and_dumped_from_disk(tools, make_broke
                   str(segment))
     assert re.search(r'"group":"watchers".*"protocolType":"consumer"', dumped)
     assert re.search(r'"group":"watchers","topic":"watched","partition":1.*"offset":2', dumped)
+
+
+def test_verifiable_consumers_with_the_consumer_protocol_share_a_group(tools, make_broker):
+    """The Java client's consumer group protocol (KIP-848, ``--group-protocol
+    consumer``): two consumers get their partitions from the broker's assignor,
+    read every message once and commit."""
+
+    node = make_broker(overrides=CONSUMER_PROTOCOL)
+    _produce(node, "kip848", 40, partitions=4)
+    outputs = _two_verifiable_consumers(node, "kip848", "kip848-g",
+                                        "--group-protocol", "consumer")
+    consumed = sorted((r["partition"], o) for events in outputs for e in events
+                      if e["name"] == "records_consumed" for r in e["partitions"]
+                      for o in range(r["minOffset"], r["maxOffset"] + 1))
+    assert set(consumed) == {(p, o) for p in range(4) for o in range(10)}
+    commits = [e for events in outputs for e in events if e["name"] == "offsets_committed"]
+    assert commits and all(e["success"] for e in commits), commits
+    assigned = [e for events in outputs for e in events if e["name"] == "partitions_assigned"]
+    assert assigned
+
+
+def test_dump_log_segments_decodes_consumer_group_records(tools, make_broker):
+    """The records of a consumer group (types 3 to 8) that kcoord writes are read
+    by Kafka's ``DumpLogSegments --offsets-decoder`` as Kafka's own."""
+    from confluent_kafka import Consumer
+    from broker.groups.placement import coordinator_partition
+
+    node = make_broker(overrides=CONSUMER_PROTOCOL)
+    _produce(node, "dumped", 4, partitions=2)
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "dumped-g",
+                         "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["dumped"])
+    read = 0
+    for _ in range(200):
+        message = consumer.poll(0.1)
+        read += message is not None and not message.error()
+        if read == 4:
+            break
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    partition = coordinator_partition("dumped-g", 50)
+    segments = sorted((node.data_dir / f"__consumer_offsets-{partition}").glob("*.log"))
+    out = _run("org.apache.kafka.tools.DumpLogSegments", "--offsets-decoder", "--files",
+               *map(str, segments))
+    decoded = [(json.loads(m.group(1)), None if m.group(2) == "<DELETE>" else json.loads(m.group(2)))
+               for m in re.finditer(r"key: (\{.*\}) payload: (<DELETE>|\{.*\})$", out, re.M)]
+    types = {key["type"] for key, _value in decoded}
+    assert {"3", "5", "6", "7", "8", "1"} <= types, out
+    member = next(v for k, v in decoded if k["type"] == "5" and v is not None)
+    assert member["data"]["subscribedTopicNames"] == ["dumped"]
+    current = [v for k, v in decoded if k["type"] == "8" and v is not None][-1]
+    assert sum(len(t["partitions"]) for t in current["data"]["assignedPartitions"]) == 2
+    gone = [k for k, v in decoded if v is None and k["type"] in ("5", "7", "8")]
+    assert len(gone) == 3  # the member left: its three records are tombstoned

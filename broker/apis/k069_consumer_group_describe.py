@@ -1,0 +1,29 @@
+"""ConsumerGroupDescribe (key 69), versions 0-1 (KIP-848).
+
+- Each group: its state, epochs, assignor and members with their current and
+  target assignments; a group that is not a consumer group, or none, gets
+  GROUP_ID_NOT_FOUND.
+- Advertised and served as ConsumerGroupHeartbeat is.
+"""
+
+from __future__ import annotations
+
+from broker.apis import api
+from broker.apis.group_support import GROUP_OPERATIONS, NOT_PROVIDED
+from broker.apis.k068_consumer_group_heartbeat import consumer_protocol_enabled
+from protocol.errors import ErrorCode
+
+
+@api(key=69, versions=(0, 1), advertised_if=consumer_protocol_enabled)
+def consumer_group_describe(ctx, request):
+    if not consumer_protocol_enabled(ctx.broker):
+        return {"throttle_time_ms": 0, "groups": [
+            {"group_id": g, "error_code": ErrorCode.UNSUPPORTED_VERSION, "group_state": "",
+             "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": []}
+            for g in request.group_ids]}
+    described = ctx.broker.groups.consumer_describe(request.group_ids, ctx.api_version)
+    for entry in described:
+        entry["authorized_operations"] = GROUP_OPERATIONS \
+            if request.include_authorized_operations and entry["error_code"] == ErrorCode.NONE \
+            else NOT_PROVIDED
+    return {"throttle_time_ms": 0, "groups": described}

@@ -1,0 +1,974 @@
+"""Consumer groups of the KIP-848 protocol (Kafka's ``GroupMetadataManager``,
+its consumer-group half): ConsumerGroupHeartbeat (join, heartbeat, leave,
+static leave), the target assignment computed here by a server-side
+assignor, each member's reconciliation towards it (``reconcile``, Kafka's
+``CurrentAssignmentBuilder``), session and revocation timeouts, and
+ConsumerGroupDescribe, for the groups of one shard.
+
+An operation computes the records Kafka would write and folds them into the
+group at once (``ConsumerGroup.apply``, the same fold as a load), so the live
+state is always what replaying the log gives; the answer waits until the
+records are durable, and a failed write puts the group back as it was.
+Pure: no I/O, no clock (``now`` is given); the topics come from
+``metadata``, the shard's view of the broker's topics.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+import structlog
+import xxhash
+
+from broker.groups import assignors
+from broker.groups.common import CoordinatorConfig, map_write_error
+from broker.groups.consumer_group import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    Assignment,
+    ConsumerGroup,
+    ConsumerGroupState,
+    ConsumerMember,
+    MemberState,
+    describe_assignment,
+    topic_partitions,
+)
+from broker.runtime.outcome import Outcome, Write
+from protocol import group_records as G
+from protocol.errors import ErrorCode as E
+
+log = structlog.get_logger("kcoord.groups")
+
+CS = ConsumerGroupState
+
+
+class TopicImage(Protocol):
+    """What the consumer groups need of the broker's topics (Kafka's
+    ``MetadataImage``): ``version`` changes whenever a topic is created,
+    deleted or grows."""
+    version: int
+
+    def lookup(self, name: str) -> tuple[uuid.UUID, int] | None: ...
+
+    def name_of(self, topic_id: uuid.UUID) -> str | None: ...
+
+
+class StaticImage:
+    """A fixed set of topics: ``{name: (topic id, partitions)}`` (tests, and a
+    shard that is not told of the broker's topics)."""
+
+    def __init__(self, topics: Mapping[str, tuple[uuid.UUID, int]] | None = None):
+        self.topics = dict(topics or {})
+        self.version = 0
+
+    def set(self, name: str, topic_id: uuid.UUID | None = None, partitions: int = 1) -> uuid.UUID:
+        if topic_id is None:
+            topic_id = self.topics[name][0] if name in self.topics else uuid.uuid4()
+        self.topics[name] = (topic_id, partitions)
+        self.version += 1
+        return topic_id
+
+    def delete(self, name: str) -> None:
+        self.topics.pop(name, None)
+        self.version += 1
+
+    def lookup(self, name: str):
+        return self.topics.get(name)
+
+    def name_of(self, topic_id: uuid.UUID):
+        for name, (tid, _n) in self.topics.items():
+            if tid == topic_id:
+                return name
+        return None
+
+
+class HeartbeatError(Exception):
+    """A ConsumerGroupHeartbeat refused with an error code and Kafka's message."""
+
+    def __init__(self, code: E, message: str | None = None):
+        super().__init__(message or code.name)
+        self.code = code
+        self.message = message
+
+
+@dataclass(slots=True)
+class HeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: list[str] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: list[dict] | None = None  # [{"topic_id", "partitions"}] or None: unchanged
+    client_id: str = ""
+    client_host: str = ""
+    version: int = 1
+
+
+def heartbeat_error(code: E, message: str | None = None) -> dict:
+    return {"error_code": code, "error_message": message, "member_id": None,
+            "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+
+
+class ConsumerGroupManager:
+    def __init__(self, config: CoordinatorConfig, timers, groups: dict, *,
+                 new_member_id: Callable[[], str] | None = None,
+                 refusal: E | None = None):
+        self.config = config
+        self.timers = timers
+        # Every group of the shard, classic and consumer, by id (one namespace,
+        # as Kafka's GroupMetadataManager.groups); this manager owns the
+        # ConsumerGroup entries.
+        self.groups = groups
+        self.refusal = refusal
+        self.metadata: TopicImage = StaticImage()
+        self._new_member_id = new_member_id or _new_member_id
+        # Called with a group id when a group is deleted (its offsets go too).
+        self.on_forget: Callable[[str], None] | None = None
+
+    def group(self, group_id: str) -> ConsumerGroup | None:
+        group = self.groups.get(group_id)
+        return group if isinstance(group, ConsumerGroup) else None
+
+    # == ConsumerGroupHeartbeat ==========================================================
+
+    def heartbeat(self, ticket, req: HeartbeatRequest, now: int) -> Outcome:
+        out = Outcome()
+        try:
+            self._validate(req)
+            if self.refusal is not None:
+                raise HeartbeatError(self.refusal)
+            if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                group, records, answer = self._leave(req, now)
+            else:
+                group, records, answer = self._heartbeat(req, now)
+        except HeartbeatError as error:
+            return out.answer(ticket, heartbeat_error(error.code, error.message))
+        return self._write(out, ticket, group, records, answer)
+
+    def _write(self, out: Outcome, ticket, group: ConsumerGroup, records: list,
+               answer) -> Outcome:
+        """Fold ``records`` into the group now and answer once they are durable."""
+        if not records:
+            return out.answer(ticket, answer)
+        snapshot = group.snapshot()
+        before = self.groups.get(group.group_id)
+        was_new = before is not group
+        replaced = before if was_new else None  # an empty classic group it takes over
+        self.groups[group.group_id] = group
+        encoded = []
+        for kind, member_id, value in records:
+            if kind == G.GROUP_METADATA:  # an empty classic group gives way
+                encoded.append((G.group_metadata_key(group.group_id), None))
+                continue
+            group.apply(kind, {"member_id": member_id}, value)
+            encoded.append(_record(group.group_id, kind, member_id, value))
+        if group.dead:
+            self.forget(group)
+
+        def done(error: E, now: int) -> Outcome:
+            if error is E.NONE:
+                return Outcome().answer(ticket, answer)
+            log.warning("consumer_group.write_failed", group_id=group.group_id,
+                        error=error.name, reason="the group's records could not be "
+                        "written; it is back to what the log holds")
+            group.restore(snapshot)
+            if self.groups.get(group.group_id) is group and (group.dead or (
+                    was_new and not group.members)):
+                del self.groups[group.group_id]
+                if replaced is not None:
+                    self.groups[group.group_id] = replaced
+            elif not group.dead and group.group_id not in self.groups:
+                self.groups[group.group_id] = group
+            return Outcome().answer(ticket, heartbeat_error(map_write_error(error)))
+
+        out.writes.append(Write(encoded, done))
+        return out
+
+    def _validate(self, req: HeartbeatRequest) -> None:
+        """GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid."""
+        def invalid(message: str):
+            raise HeartbeatError(E.INVALID_REQUEST, message)
+
+        epoch = req.member_epoch
+        if (req.version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH) and \
+                _blank(req.member_id):
+            invalid("MemberId can't be empty.")
+        if _blank(req.group_id):
+            invalid("GroupId can't be empty.")
+        if _blank(req.instance_id):
+            invalid("InstanceId can't be empty.")
+        if _blank(req.rack_id):
+            invalid("RackId can't be empty.")
+        if epoch == 0:
+            if req.rebalance_timeout_ms == -1:
+                invalid("RebalanceTimeoutMs must be provided in first request.")
+            if req.owned is None or req.owned:
+                invalid("TopicPartitions must be empty when (re-)joining.")
+            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+                invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null "
+                        "when (re-)joining.")
+        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if req.instance_id is None:
+                invalid("InstanceId can't be null.")
+        elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            invalid("MemberEpoch is invalid.")
+        names = self.config.consumer_assignors
+        if req.server_assignor is not None and req.server_assignor not in names:
+            raise HeartbeatError(
+                E.UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
+                f"{', '.join(names)}.")
+
+    # -- join / heartbeat ------------------------------------------------------------------
+
+    def _get_group(self, group_id: str, create: bool, records: list) -> ConsumerGroup:
+        """GroupMetadataManager.getOrMaybeCreateConsumerGroup."""
+        group = self.groups.get(group_id)
+        if group is None:
+            if not create:
+                raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+            return ConsumerGroup(group_id)
+        if isinstance(group, ConsumerGroup):
+            return group
+        if create and not group.members and not group.pending_members:
+            # An empty classic group (committed offsets only, or left by all its
+            # members) gives way; its offsets stay (maybeDeleteEmptyClassicGroup).
+            records.append((G.GROUP_METADATA, None, None))
+            log.info("group.converted", group_id=group_id, reason="a consumer-protocol "
+                     "member joins the empty classic group: it becomes a consumer group")
+            return ConsumerGroup(group_id)
+        if create:
+            raise HeartbeatError(
+                E.GROUP_ID_NOT_FOUND,
+                f"Cannot upgrade classic group {group_id} to consumer group because online "
+                f"upgrade is disabled.")
+        raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+
+    def _heartbeat(self, req: HeartbeatRequest, now: int):
+        """GroupMetadataManager.consumerGroupHeartbeat (join or heartbeat)."""
+        create = req.member_epoch == 0
+        records: list[tuple[str, str | None, dict | None]] = []
+        group = self._get_group(req.group_id, create, records)
+        if len(group.members) >= self.config.consumer_max_size and \
+                group.static_member(req.instance_id) is None and \
+                (not req.member_id or req.member_id not in group.members):
+            raise HeartbeatError(
+                E.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of "
+                f"{self.config.consumer_max_size} members.")
+        member_id = req.member_id or self._new_member_id()
+        if req.instance_id is None:
+            member = self._dynamic_member(group, member_id, req, create)
+        else:
+            member = self._static_member(group, member_id, req, create, records)
+        updated = member.with_(
+            instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
+            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
+            else member.rebalance_timeout_ms,
+            server_assignor=req.server_assignor if req.server_assignor is not None
+            else member.server_assignor,
+            subscribed_topic_names=tuple(sorted(set(req.subscribed_topic_names)))
+            if req.subscribed_topic_names is not None else member.subscribed_topic_names,
+            subscribed_topic_regex=req.subscribed_topic_regex
+            if req.subscribed_topic_regex is not None else member.subscribed_topic_regex,
+            client_id=req.client_id, client_host=req.client_host)
+        if not updated.same_metadata(member) or member_id not in group.members:
+            records.append((G.CONSUMER_GROUP_MEMBER_METADATA, member_id,
+                            updated.metadata_record()))
+        names_changed = updated.subscribed_topic_names != member.subscribed_topic_names
+        assignor_changed = self._preferred_assignor(group, None, None) != \
+            self._preferred_assignor(group, member, updated)
+        bump = names_changed or assignor_changed
+        group_epoch = group.group_epoch
+        subscribed: set[str] | None = None
+        if bump or group.metadata_seen != self.metadata.version:
+            subscribed = self._subscribed_names(group, member, updated)
+            metadata_hash = self._metadata_hash(subscribed)
+            if metadata_hash != group.metadata_hash:
+                bump = True
+            if bump:
+                group_epoch += 1
+                records.append((G.CONSUMER_GROUP_METADATA, None,
+                                {"epoch": group_epoch, "metadata_hash": metadata_hash}))
+                log.info("consumer_group.epoch_bumped", group_id=group.group_id,
+                         group_epoch=group_epoch, member_id=member_id,
+                         reason=self._bump_reason(group, member, updated, names_changed,
+                                                  assignor_changed))
+            if group.has_partition_metadata_record:
+                records.append((G.CONSUMER_GROUP_PARTITION_METADATA, None, None))
+            group.metadata_seen = self.metadata.version
+        if group_epoch > group.assignment_epoch and self._may_assign(group, now):
+            if subscribed is None:
+                subscribed = self._subscribed_names(group, member, updated)
+            target = self._update_target(group, group_epoch, member, updated, subscribed,
+                                         records, now)
+            target_epoch = group_epoch
+        else:
+            target_epoch = group.assignment_epoch
+            target = self._target_of(group, updated)
+        reconciled = self._maybe_reconcile(group, updated, target_epoch, target, req.owned,
+                                           names_changed, records, now)
+        self._arm_session(group.group_id, member_id, now)
+        answer = {"error_code": E.NONE, "error_message": None, "member_id": member_id,
+                  "member_epoch": reconciled.member_epoch,
+                  "heartbeat_interval_ms": self.config.consumer_heartbeat_interval_ms,
+                  "assignment": None}
+        full = req.member_epoch == 0 or (
+            req.rebalance_timeout_ms != -1 and req.owned is not None and
+            (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
+        if full or reconciled.assigned != member.assigned or \
+                _epochs_of_assigned(reconciled) != _epochs_of_assigned(member):
+            answer["assignment"] = {"topic_partitions": topic_partitions(reconciled.assigned)}
+        return group, records, answer
+
+    def _may_assign(self, group: ConsumerGroup, now: int) -> bool:
+        """The target is recomputed at most once per
+        ``group.consumer.assignment.interval.ms`` (Kafka 4.4, KIP-1263): until
+        then the group stays Assigning and a later heartbeat computes it."""
+        interval = self.config.consumer_assignment_interval_ms
+        return group.assignment_timestamp == 0 or interval == 0 or \
+            now >= group.assignment_timestamp + interval
+
+    def _dynamic_member(self, group: ConsumerGroup, member_id: str, req: HeartbeatRequest,
+                        create: bool) -> ConsumerMember:
+        member = group.members.get(member_id)
+        if member is None:
+            if not create:
+                raise HeartbeatError(E.UNKNOWN_MEMBER_ID,
+                                     f"Member {member_id} is not a member of group "
+                                     f"{group.group_id}.")
+            log.info("consumer_group.member_joined", group_id=group.group_id,
+                     member_id=member_id, reason="ConsumerGroupHeartbeat with epoch 0")
+            return ConsumerMember(member_id)
+        self._check_epoch(member, req)
+        return member
+
+    def _static_member(self, group: ConsumerGroup, member_id: str, req: HeartbeatRequest,
+                       create: bool, records: list) -> ConsumerMember:
+        existing = group.static_member(req.instance_id)
+        if create:
+            if existing is None:
+                log.info("consumer_group.member_joined", group_id=group.group_id,
+                         member_id=member_id, instance_id=req.instance_id,
+                         reason="ConsumerGroupHeartbeat with epoch 0 (static member)")
+                return group.members.get(member_id) or ConsumerMember(member_id)
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise HeartbeatError(
+                    E.UNRELEASED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {req.instance_id} cannot "
+                    f"join the group because the instance id is owned by "
+                    f"{existing.member_id} member.")
+            new = existing.with_(member_id=member_id, member_epoch=0, previous_member_epoch=0,
+                                 pending_revocation={},
+                                 epochs={k: 0 for k in existing.epochs
+                                         if k[1] in existing.assigned.get(k[0], ())})
+            self._replace_member(group, existing, new, records)
+            log.info("consumer_group.member_joined", group_id=group.group_id,
+                     member_id=member_id, instance_id=req.instance_id,
+                     replaced=existing.member_id,
+                     reason="a static member came back with its instance id")
+            return new
+        if existing is None:
+            raise HeartbeatError(E.UNKNOWN_MEMBER_ID,
+                                 f"Instance id {req.instance_id} is unknown.")
+        if existing.member_id != member_id:
+            raise HeartbeatError(
+                E.FENCED_INSTANCE_ID,
+                f"Static member {member_id} with instance id {req.instance_id} was fenced "
+                f"by member {existing.member_id}.")
+        self._check_epoch(existing, req)
+        return existing
+
+    @staticmethod
+    def _check_epoch(member: ConsumerMember, req: HeartbeatRequest) -> None:
+        """GroupMetadataManager.throwIfConsumerGroupMemberEpochIsInvalid: a join
+        (epoch 0) is always accepted; otherwise the member's epoch, or its previous
+        one with a subset of its partitions (the answer it lost)."""
+        received = req.member_epoch
+        if received == 0:
+            return
+        if received > member.member_epoch:
+            raise HeartbeatError(
+                E.FENCED_MEMBER_EPOCH,
+                f"The consumer group member has a greater member epoch ({received}) than the "
+                f"one known by the group coordinator ({member.member_epoch}). The member must "
+                f"abandon all its partitions and rejoin.")
+        if received < member.member_epoch:
+            if received != member.previous_member_epoch or \
+                    not _is_subset(req.owned, member.assigned):
+                raise HeartbeatError(
+                    E.FENCED_MEMBER_EPOCH,
+                    f"The consumer group member has a smaller member epoch ({received}) than "
+                    f"the one known by the group coordinator ({member.member_epoch}). The "
+                    f"member must abandon all its partitions and rejoin.")
+
+    def _replace_member(self, group: ConsumerGroup, old: ConsumerMember, new: ConsumerMember,
+                        records: list) -> None:
+        """A static member's new incarnation takes over the old one's target and
+        current assignment (GroupMetadataManager.replaceMember)."""
+        self._remove_member_records(old.member_id, records)
+        records.append((G.CONSUMER_GROUP_MEMBER_METADATA, new.member_id,
+                        new.metadata_record()))
+        records.append((G.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, new.member_id,
+                        {"topic_partitions": topic_partitions(
+                            group.target.get(old.member_id, {}))}))
+        records.append((G.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, new.member_id,
+                        new.assignment_record()))
+        self._cancel_timers(group.group_id, old.member_id)
+
+    @staticmethod
+    def _remove_member_records(member_id: str, records: list) -> None:
+        records.append((G.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, member_id, None))
+        records.append((G.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, member_id, None))
+        records.append((G.CONSUMER_GROUP_MEMBER_METADATA, member_id, None))
+
+    # -- subscriptions and the target assignment --------------------------------------------
+
+    @staticmethod
+    def _subscribed_names(group: ConsumerGroup, old: ConsumerMember | None,
+                          new: ConsumerMember | None) -> set[str]:
+        """The topic names the group subscribes to once ``old`` becomes ``new``
+        (ModernGroup.computeSubscribedTopicNames)."""
+        counts = dict(group.subscribed_names)
+        if old is not None and old.member_id in group.members:
+            for name in old.subscribed_topic_names:
+                counts[name] -= 1
+        if new is not None:
+            for name in new.subscribed_topic_names:
+                counts[name] = counts.get(name, 0) + 1
+        return {name for name, n in counts.items() if n > 0}
+
+    def _metadata_hash(self, names: set[str]) -> int:
+        """Kafka 4.4's hash of the subscribed topics (KIP-1101,
+        ``Utils.computeGroupHash`` over ``Utils.computeTopicHash``): it changes
+        when one of them is created, deleted, recreated or grows, and the
+        group's epoch is bumped then."""
+        hashes = {}
+        for name in names:
+            found = self.metadata.lookup(name)
+            if found is not None:
+                hashes[name] = topic_hash(found[0], name, found[1])
+        return group_hash(hashes)
+
+    @staticmethod
+    def _bump_reason(group: ConsumerGroup, old: ConsumerMember, new: ConsumerMember,
+                     names_changed: bool, assignor_changed: bool) -> str:
+        if old.member_id not in group.members:
+            return "a member joined"
+        if names_changed:
+            return f"the member now subscribes to {list(new.subscribed_topic_names)}"
+        if assignor_changed:
+            return f"the group's preferred assignor is now {new.server_assignor}"
+        return "the subscribed topics' metadata changed"
+
+    def _preferred_assignor(self, group: ConsumerGroup, old: ConsumerMember | None,
+                            new: ConsumerMember | None) -> str:
+        """The server assignor most members ask for once ``old`` becomes ``new``;
+        the first configured one if none asks
+        (ModernGroup.computePreferredServerAssignor)."""
+        counts: dict[str, int] = {}
+        for m in group.members.values():
+            if m.server_assignor:
+                counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
+        if old is not None and old.member_id in group.members and old.server_assignor:
+            counts[old.server_assignor] -= 1
+        if new is not None and new.server_assignor:
+            counts[new.server_assignor] = counts.get(new.server_assignor, 0) + 1
+        best = max(((n, name) for name, n in counts.items() if n > 0), default=None)
+        return best[1] if best is not None else self.config.consumer_assignors[0]
+
+    def _topics(self, names: set[str]) -> dict[uuid.UUID, tuple[str, int]]:
+        topics = {}
+        for name in names:
+            found = self.metadata.lookup(name)
+            if found is not None:
+                topics[found[0]] = (name, found[1])
+        return topics
+
+    def _update_target(self, group: ConsumerGroup, group_epoch: int, member: ConsumerMember,
+                       updated: ConsumerMember, subscribed: set[str], records: list,
+                       now: int) -> Assignment:
+        """The assignor's new target for the whole group, its changes written as
+        records (TargetAssignmentBuilder.build); returns ``updated``'s target."""
+        members = dict(group.members)
+        targets = dict(group.target)
+        previous = group.static_members.get(updated.instance_id) \
+            if updated.instance_id is not None else None
+        if previous is not None and previous != updated.member_id:
+            # a static member's new incarnation takes over the old one's target
+            members.pop(previous, None)
+            targets.setdefault(updated.member_id, targets.pop(previous, {}))
+        members[updated.member_id] = updated
+        topics = self._topics(subscribed)
+        name_to_id = {name: topic_id for topic_id, (name, _n) in topics.items()}
+        specs = {
+            member_id: assignors.MemberSpec(
+                subscribed=frozenset(name_to_id[n] for n in m.subscribed_topic_names
+                                     if n in name_to_id),
+                assigned=targets.get(member_id, {}), instance_id=m.instance_id,
+                rack_id=m.rack_id)
+            for member_id, m in members.items()}
+        # Homogeneous when every member subscribes to the same names, existing
+        # or not (ConsumerGroup.subscriptionType): the assignor's builder differs.
+        named = {m.subscribed_topic_names for m in members.values()}
+        assignor = self._preferred_assignor(group, member, updated)
+        try:
+            result = assignors.assign(assignor, specs, topics, homogeneous=len(named) <= 1)
+        except assignors.PartitionAssignorError as error:
+            log.error("consumer_group.assignment_failed", group_id=group.group_id,
+                      group_epoch=group_epoch, assignor=assignor, error=str(error))
+            raise HeartbeatError(E.UNKNOWN_SERVER_ERROR) from None
+        for member_id in specs:
+            new = {t: frozenset(p) for t, p in result.get(member_id, {}).items() if p}
+            if group.target.get(member_id) != new:
+                records.append((G.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, member_id,
+                                {"topic_partitions": topic_partitions(new)}))
+        records.append((G.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, None,
+                        {"assignment_epoch": group_epoch, "assignment_timestamp": now}))
+        log.info("consumer_group.target_assignment", group_id=group.group_id,
+                 group_epoch=group_epoch, assignor=assignor, members=len(specs),
+                 **self._assignment_field(result),
+                 reason="the group epoch is ahead of the target assignment")
+        return {t: frozenset(p) for t, p in result.get(updated.member_id, {}).items() if p}
+
+    def _assignment_field(self, result: Mapping[str, Mapping[uuid.UUID, frozenset]]) -> dict:
+        if len(result) > 100:
+            return {"assignment_omitted": f"{len(result)} members: see ConsumerGroupDescribe"}
+        names = {}
+        for assignment in result.values():
+            for topic_id in assignment:
+                if topic_id not in names:
+                    names[topic_id] = self.metadata.name_of(topic_id) or str(topic_id)
+        return {"assignment": {m: describe_assignment(a, names) for m, a in result.items()}}
+
+    @staticmethod
+    def _target_of(group: ConsumerGroup, member: ConsumerMember) -> Assignment:
+        target = group.target.get(member.member_id)
+        if target is None and member.instance_id is not None:
+            previous = group.static_members.get(member.instance_id)
+            if previous is not None:
+                target = group.target.get(previous)
+        return target or {}
+
+    # -- reconciliation (CurrentAssignmentBuilder) -----------------------------------------
+
+    def _maybe_reconcile(self, group: ConsumerGroup, member: ConsumerMember, target_epoch: int,
+                         target: Assignment, owned: list[dict] | None,
+                         subscription_changed: bool, records: list, now: int) -> ConsumerMember:
+        """GroupMetadataManager.maybeReconcile."""
+        if not subscription_changed and member.state is MemberState.STABLE and \
+                member.member_epoch == target_epoch:
+            return member  # ConsumerGroupMember.isReconciledTo
+        subscribed = self._topic_ids(member.subscribed_topic_names)
+        updated = reconcile(member, target_epoch, target, subscribed, group.partition_epoch,
+                            owned, subscription_changed)
+        if updated.same_assignment(member):
+            return member
+        records.append((G.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, member.member_id,
+                        updated.assignment_record()))
+        names = {}
+        for assignment in (updated.assigned, updated.pending_revocation):
+            for topic_id in assignment:
+                names[topic_id] = self.metadata.name_of(topic_id) or str(topic_id)
+        log.info("consumer_group.member_reconciled", group_id=group.group_id,
+                 member_id=member.member_id, member_epoch=updated.member_epoch,
+                 previous_member_epoch=updated.previous_member_epoch,
+                 state=updated.state.name,
+                 assigned=describe_assignment(updated.assigned, names),
+                 pending_revocation=describe_assignment(updated.pending_revocation, names),
+                 reason=_reconcile_reason(updated))
+        if updated.state is MemberState.UNREVOKED_PARTITIONS:
+            self.timers.schedule(("cg-revoke", group.group_id, member.member_id),
+                                 now + max(updated.rebalance_timeout_ms, 0),
+                                 updated.member_epoch)
+        else:
+            self.timers.cancel(("cg-revoke", group.group_id, member.member_id))
+        return updated
+
+    def _topic_ids(self, names) -> frozenset[uuid.UUID]:
+        ids = []
+        for name in names:
+            found = self.metadata.lookup(name)
+            if found is not None:
+                ids.append(found[0])
+        return frozenset(ids)
+
+    # -- leaving and fencing -----------------------------------------------------------------
+
+    def _leave(self, req: HeartbeatRequest, now: int):
+        """GroupMetadataManager.consumerGroupLeave (epoch -1, or -2 for a static
+        member that will come back)."""
+        group = self.groups.get(req.group_id)
+        if group is None:
+            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
+        if not isinstance(group, ConsumerGroup):
+            raise HeartbeatError(E.GROUP_ID_NOT_FOUND,
+                                 f"Group {req.group_id} is not a consumer group.")
+        answer = {"error_code": E.NONE, "error_message": None, "member_id": req.member_id,
+                  "member_epoch": req.member_epoch, "heartbeat_interval_ms": 0,
+                  "assignment": None}
+        if req.instance_id is None:
+            member = group.members.get(req.member_id)
+            if member is None:
+                raise HeartbeatError(E.UNKNOWN_MEMBER_ID,
+                                     f"Member {req.member_id} is not a member of group "
+                                     f"{group.group_id}.")
+            return group, self._fence(group, member, "the member left the group"), answer
+        member = group.static_member(req.instance_id)
+        if member is None:
+            raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+        if member.member_id != req.member_id:
+            raise HeartbeatError(
+                E.FENCED_INSTANCE_ID,
+                f"Static member {req.member_id} with instance id {req.instance_id} was fenced "
+                f"by member {member.member_id}.")
+        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            leaving = member.with_(member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                                   pending_revocation={},
+                                   epochs={k: 0 for k in member.epochs
+                                           if k[1] in member.assigned.get(k[0], ())})
+            log.info("consumer_group.static_member_left", group_id=group.group_id,
+                     member_id=member.member_id, instance_id=req.instance_id,
+                     reason="epoch -2: it keeps its assignment until its session expires "
+                            "or it comes back")
+            answer["member_epoch"] = LEAVE_GROUP_STATIC_MEMBER_EPOCH
+            answer["member_id"] = member.member_id
+            return group, [(G.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, member.member_id,
+                            leaving.assignment_record())], answer
+        return group, self._fence(group, member, "the static member left the group"), answer
+
+    def _fence(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> list:
+        """The member's records go and the group's epoch moves on
+        (GroupMetadataManager.consumerGroupFenceMember)."""
+        records: list = []
+        self._remove_member_records(member.member_id, records)
+        subscribed = self._subscribed_names(group, member, None)
+        epoch = group.group_epoch + 1
+        records.append((G.CONSUMER_GROUP_METADATA, None,
+                        {"epoch": epoch, "metadata_hash": self._metadata_hash(subscribed)}))
+        if set(group.members) == {member.member_id}:  # the last one: the group is Empty
+            records.append((G.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, None,
+                            {"assignment_epoch": epoch, "assignment_timestamp": 0}))
+        self._cancel_timers(group.group_id, member.member_id)
+        log.info("consumer_group.member_removed", group_id=group.group_id,
+                 member_id=member.member_id, instance_id=member.instance_id,
+                 member_epoch=member.member_epoch, group_epoch=epoch, reason=reason)
+        return records
+
+    def _arm_session(self, group_id: str, member_id: str, now: int) -> None:
+        self.timers.schedule(("cg-session", group_id, member_id),
+                             now + self.config.consumer_session_timeout_ms)
+
+    def _cancel_timers(self, group_id: str, member_id: str) -> None:
+        self.timers.cancel(("cg-session", group_id, member_id))
+        self.timers.cancel(("cg-revoke", group_id, member_id))
+
+    def fire(self, key, payload, now: int) -> Outcome | None:
+        kind, group_id, member_id = key
+        group = self.group(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if member is None:
+            return None
+        if kind == "cg-session":
+            reason = "no heartbeat within the session timeout " \
+                     f"({self.config.consumer_session_timeout_ms} ms)"
+        else:  # "cg-revoke"
+            if member.member_epoch != payload or \
+                    member.state is not MemberState.UNREVOKED_PARTITIONS:
+                return None
+            reason = f"it did not revoke its partitions within its rebalance timeout " \
+                     f"({member.rebalance_timeout_ms} ms)"
+        return self._write(Outcome(), None, group, self._fence(group, member, reason), None)
+
+    # == reading ==============================================================================
+
+    def describe(self, group_id: str, version: int) -> dict:
+        """One group of ConsumerGroupDescribe (GroupMetadataManager.consumerGroupDescribe)."""
+        answer = {"group_id": group_id, "error_message": None, "group_state": "",
+                  "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
+                  "members": []}
+        if self.refusal is not None:
+            return {**answer, "error_code": self.refusal}
+        if not group_id:
+            return {**answer, "error_code": E.INVALID_GROUP_ID, "group_id": ""}
+        group = self.groups.get(group_id)
+        if group is None or getattr(group, "dead", False):
+            return {**answer, "error_code": E.GROUP_ID_NOT_FOUND,
+                    "error_message": f"Group {group_id} not found."}
+        if not isinstance(group, ConsumerGroup):
+            return {**answer, "error_code": E.GROUP_ID_NOT_FOUND,
+                    "error_message": f"Group {group_id} is not a consumer group."}
+        names: dict[uuid.UUID, str] = {}
+
+        def assignment(a: Assignment, b: Assignment | None = None) -> dict:
+            items = []
+            merged = dict(a)
+            for topic_id, parts in (b or {}).items():
+                merged[topic_id] = merged.get(topic_id, frozenset()) | parts
+            for topic_id, parts in merged.items():
+                name = names.get(topic_id)
+                if name is None:
+                    name = names[topic_id] = self.metadata.name_of(topic_id) or ""
+                if name and parts:
+                    items.append({"topic_id": topic_id, "topic_name": name,
+                                  "partitions": sorted(parts)})
+            return {"topic_partitions": items}
+
+        return {**answer, "error_code": E.NONE, "group_state": group.state.value,
+                "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
+                "assignor_name": self._preferred_assignor(group, None, None),
+                "members": [{
+                    "member_id": m.member_id, "instance_id": m.instance_id,
+                    "rack_id": m.rack_id, "member_epoch": m.member_epoch,
+                    "client_id": m.client_id, "client_host": m.client_host,
+                    "subscribed_topic_names": list(m.subscribed_topic_names),
+                    "subscribed_topic_regex": m.subscribed_topic_regex,
+                    "assignment": assignment(m.assigned, m.pending_revocation),
+                    "target_assignment": assignment(group.target.get(m.member_id, {})),
+                    "member_type": 1,
+                } for m in group.members.values()]}
+
+    def describe_classic(self, group_id: str) -> dict:
+        """DescribeGroups (v0-5) of a consumer group: Kafka 4.x describes only
+        classic groups, and answers as for a group it does not know (Dead)."""
+        return {"error_code": E.NONE, "group_id": group_id, "group_state": "Dead",
+                "protocol_type": "", "protocol_data": "", "members": []}
+
+    def list_groups(self, states: list[str], types: list[str]) -> list[dict]:
+        wanted_states = {s.strip().lower() for s in states}
+        wanted_types = {t.strip().lower() for t in types}
+        if wanted_types and "consumer" not in wanted_types:
+            return []
+        return [{"group_id": g.group_id, "protocol_type": "consumer",
+                 "group_state": g.state.value, "group_type": "consumer"}
+                for g in self.groups.values()
+                if isinstance(g, ConsumerGroup) and not g.dead and
+                (not wanted_states or g.state.value.lower() in wanted_states)]
+
+    # == loading and deletion ==================================================================
+
+    def install(self, groups: dict[str, ConsumerGroup], now: int) -> None:
+        for group_id, group in groups.items():
+            if group.dead:
+                continue
+            self.groups[group_id] = group
+            for member_id, member in group.members.items():
+                self._arm_session(group_id, member_id, now)
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    self.timers.schedule(("cg-revoke", group_id, member_id),
+                                         now + max(member.rebalance_timeout_ms, 0),
+                                         member.member_epoch)
+
+    def deletion_records(self, group: ConsumerGroup) -> list[tuple[bytes, None]]:
+        """Tombstones for every record of a group, in Kafka's order
+        (ConsumerGroup.createGroupTombstoneRecords)."""
+        gid = group.group_id
+        records = [_record(gid, G.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, m, None)
+                   for m in group.members]
+        records += [_record(gid, G.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, m, None)
+                    for m in group.members]
+        records.append(_record(gid, G.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, None, None))
+        records += [_record(gid, G.CONSUMER_GROUP_MEMBER_METADATA, m, None)
+                    for m in group.members]
+        records.append(_record(gid, G.CONSUMER_GROUP_PARTITION_METADATA, None, None))
+        records.append(_record(gid, G.CONSUMER_GROUP_METADATA, None, None))
+        return records
+
+    def forget(self, group: ConsumerGroup) -> None:
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+        for member_id in group.members:
+            self._cancel_timers(group.group_id, member_id)
+
+
+def reconcile(member: ConsumerMember, target_epoch: int, target: Assignment,
+              subscribed: frozenset[uuid.UUID],
+              partition_epoch: Callable[[uuid.UUID, int], int],
+              owned: list[dict] | None, subscription_changed: bool = False) -> ConsumerMember:
+    """The member's next step towards its target (CurrentAssignmentBuilder.build):
+    partitions it must give up are revoked first and it keeps its epoch until it
+    no longer reports them; it gets new partitions only once no other member
+    holds them."""
+    state = member.state
+    if state is MemberState.STABLE:
+        if member.member_epoch != target_epoch:
+            return _next_assignment(member, member.member_epoch, target_epoch, target,
+                                    subscribed, partition_epoch, owned)
+        if subscription_changed:
+            return _unsubscribed_revoked(member, subscribed, owned)
+        return member
+    if state is MemberState.UNREVOKED_PARTITIONS:
+        if _owns_any(owned, member.pending_revocation):
+            return _unsubscribed_revoked(member, subscribed, owned) if subscription_changed \
+                else member
+        return _next_assignment(member, member.member_epoch, target_epoch, target, subscribed,
+                                partition_epoch, owned)
+    if state is MemberState.UNRELEASED_PARTITIONS:
+        return _next_assignment(member, member.member_epoch, target_epoch, target, subscribed,
+                                partition_epoch, owned)
+    # UNKNOWN: a state from a newer coordinator; the member starts again from nothing
+    if owned is None or owned:
+        raise HeartbeatError(E.FENCED_MEMBER_EPOCH,
+                             "The consumer group member is in a unknown state. The member "
+                             "must abandon all its partitions and rejoin.")
+    return _next_assignment(member, target_epoch, target_epoch, target, subscribed,
+                            partition_epoch, owned)
+
+
+def _owns_any(owned: list[dict] | None, partitions: Assignment) -> bool:
+    """Whether the member still reports one of ``partitions`` (a heartbeat without
+    its owned partitions counts as still owning them)."""
+    if owned is None:
+        return True
+    for item in owned:
+        held = partitions.get(item["topic_id"])
+        if held and any(p in held for p in item["partitions"]):
+            return True
+    return False
+
+
+def _next_assignment(member: ConsumerMember, member_epoch: int, target_epoch: int,
+                     target: Assignment, subscribed: frozenset[uuid.UUID], partition_epoch,
+                     owned) -> ConsumerMember:
+    """CurrentAssignmentBuilder.computeNextAssignment."""
+    unreleased = False
+    assigned: dict[uuid.UUID, frozenset[int]] = {}
+    revoking: dict[uuid.UUID, frozenset[int]] = {}
+    pending: dict[uuid.UUID, frozenset[int]] = {}
+    for topic_id in {*target, *member.assigned}:
+        want = target.get(topic_id, frozenset()) if topic_id in subscribed else frozenset()
+        have = member.assigned.get(topic_id, frozenset())
+        mine = member.pending_revocation.get(topic_id, frozenset())
+        keep = have & want
+        revoke = have - keep
+        new = want - keep
+        free = frozenset(p for p in new if partition_epoch(topic_id, p) == -1 or p in mine)
+        if free != new:
+            unreleased = True
+        if keep:
+            assigned[topic_id] = keep
+        if revoke:
+            revoking[topic_id] = revoke
+        if free:
+            pending[topic_id] = free
+    epochs = {k: e for k, e in member.epochs.items()
+              if k[1] in assigned.get(k[0], ()) or k[1] in revoking.get(k[0], ())}
+    if revoking and _owns_any(owned, revoking):
+        return _moved(member, member_epoch, MemberState.UNREVOKED_PARTITIONS, assigned,
+                      revoking, epochs)
+    epochs = {k: e for k, e in epochs.items() if k[1] in assigned.get(k[0], ())}
+    if pending:
+        for topic_id, parts in pending.items():
+            assigned[topic_id] = assigned.get(topic_id, frozenset()) | parts
+            for p in parts:
+                epochs[(topic_id, p)] = target_epoch
+    state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
+    return _moved(member, target_epoch, state, assigned, {}, epochs)
+
+
+def _unsubscribed_revoked(member: ConsumerMember, subscribed: frozenset[uuid.UUID],
+                          owned) -> ConsumerMember:
+    """CurrentAssignmentBuilder.updateCurrentAssignment: the subscription changed
+    and the epoch did not; the topics left are revoked at once."""
+    if not subscribed and not member.pending_revocation:
+        assigned: dict = {}
+        pending = dict(member.assigned)
+    else:
+        assigned = {t: ps for t, ps in member.assigned.items() if t in subscribed}
+        pending = dict(member.pending_revocation)
+        for t, ps in member.assigned.items():
+            if t not in subscribed:
+                pending[t] = pending.get(t, frozenset()) | ps
+    if assigned == member.assigned:
+        return member
+    if pending and _owns_any(owned, pending):
+        return _moved(member, member.member_epoch, MemberState.UNREVOKED_PARTITIONS, assigned,
+                      pending, member.epochs)
+    return _moved(member, member.member_epoch, member.state, assigned,
+                  member.pending_revocation, member.epochs)
+
+
+def _moved(member: ConsumerMember, epoch: int, state: MemberState, assigned: Assignment,
+           revoking: Assignment, epochs) -> ConsumerMember:
+    """ConsumerGroupMember.Builder.updateMemberEpoch: the previous epoch is the one
+    the member had (the same one when it stays)."""
+    return member.with_(member_epoch=epoch, previous_member_epoch=member.member_epoch,
+                        state=state, assigned=assigned, pending_revocation=revoking,
+                        epochs=epochs)
+
+
+def _is_subset(owned: list[dict] | None, assigned: Assignment) -> bool:
+    if owned is None:
+        return False
+    for item in owned:
+        held = assigned.get(item["topic_id"], frozenset())
+        if any(p not in held for p in item["partitions"]):
+            return False
+    return True
+
+
+def _epochs_of_assigned(member: ConsumerMember) -> dict:
+    return {k: e for k, e in member.epochs.items() if k[1] in member.assigned.get(k[0], ())}
+
+
+def topic_hash(topic_id: uuid.UUID, name: str, partitions: int) -> int:
+    """Utils.computeTopicHash (XXH3-64, little-endian, strings as UTF-16LE and
+    their length); a single broker has no racks."""
+    raw = topic_id.bytes
+    data = bytearray(b"\x00")
+    data += raw[0:8][::-1] + raw[8:16][::-1]
+    data += _java_string(name)
+    data += struct.pack("<i", partitions)
+    for i in range(partitions):
+        data += struct.pack("<i", i)
+    return _signed64(xxhash.xxh3_64_intdigest(bytes(data)))
+
+
+def group_hash(topic_hashes: Mapping[str, int]) -> int:
+    """Utils.computeGroupHash: over the topic hashes in topic-name order (Java's)."""
+    if not topic_hashes:
+        return 0
+    names = sorted(topic_hashes, key=lambda n: n.encode("utf-16-be"))
+    return _signed64(xxhash.xxh3_64_intdigest(
+        b"".join(struct.pack("<q", topic_hashes[n]) for n in names)))
+
+
+def _java_string(text: str) -> bytes:
+    units = text.encode("utf-16-le")
+    return units + struct.pack("<i", len(units) // 2)
+
+
+def _signed64(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _reconcile_reason(member: ConsumerMember) -> str:
+    if member.state is MemberState.UNREVOKED_PARTITIONS:
+        return "it must revoke partitions before it moves to the new epoch"
+    if member.state is MemberState.UNRELEASED_PARTITIONS:
+        return "some of its target partitions are still held by other members"
+    return "it reached its target assignment"
+
+
+def _blank(text: str | None) -> bool:
+    """Java's ``text.trim().isEmpty()``: trim strips every char up to U+0020."""
+    return text is not None and not text.lstrip("".join(map(chr, range(33))))
+
+
+def _record(group_id: str, kind: str, member_id: str | None, value: dict | None):
+    key = G.consumer_group_key(kind, group_id, member_id)
+    return key, None if value is None else G.consumer_group_value(kind, value)
+
+
+def _new_member_id() -> str:
+    import base64
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

@@ -1,0 +1,475 @@
+"""The consumer group protocol (KIP-848) on the pure coordinator core, with a
+manual clock: joining, the server-side assignment, revocation before
+reassignment, leaving, static members, timeouts, the records and their
+replay, and the other group APIs facing a consumer group."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from broker.groups.consumer_group import ConsumerGroup, MemberState
+from broker.groups.consumer_membership import StaticImage
+from broker.groups.loader import replay
+from protocol import group_records as G
+from protocol.errors import ErrorCode as E
+from tests.broker.group_harness import Harness
+
+T = uuid.UUID(int=0x1111)
+U = uuid.UUID(int=0x2222)
+
+
+def harness(partitions=6, **config) -> Harness:
+    h = Harness(**config)
+    h.image = StaticImage({"t": (T, partitions)})
+    h.core.consumer.metadata = h.image
+    return h
+
+
+def owned(answer) -> list[dict]:
+    """What a client reports it owns after taking ``answer``'s assignment."""
+    return [{"topic_id": tp["topic_id"], "partitions": list(tp["partitions"])}
+            for tp in answer["assignment"]["topic_partitions"]]
+
+
+def parts(answer) -> set[tuple[uuid.UUID, int]]:
+    return {(tp["topic_id"], p) for tp in answer["assignment"]["topic_partitions"]
+            for p in tp["partitions"]}
+
+
+def group(h: Harness, group_id="g") -> ConsumerGroup:
+    return h.core.groups[group_id]
+
+
+def kinds(records) -> list[str]:
+    return [G.decode_key(k)[0] for k, _v in records]
+
+
+def held_by(h: Harness, group_id="g") -> dict:
+    """partition -> the members holding it (assigned or pending revocation)."""
+    holders: dict = {}
+    for m in group(h, group_id).members.values():
+        for assignment in (m.assigned, m.pending_revocation):
+            for t, ps in assignment.items():
+                for p in ps:
+                    holders.setdefault((t, p), set()).add(m.member_id)
+    return holders
+
+
+def assert_replay_equals_live(h: Harness) -> None:
+    loaded = replay(h.durable)
+    live = {g: grp for g, grp in h.core.groups.items() if isinstance(grp, ConsumerGroup)}
+    assert set(loaded.consumer_groups) == set(live)
+    for gid, grp in live.items():
+        back = loaded.consumer_groups[gid]
+        assert (back.group_epoch, back.assignment_epoch, back.metadata_hash) == \
+            (grp.group_epoch, grp.assignment_epoch, grp.metadata_hash)
+        assert back.members == grp.members
+        assert back.target == grp.target
+        assert back.partition_epochs == grp.partition_epochs
+
+
+# == joining ================================================================================
+
+def test_a_lone_member_gets_every_partition_at_its_first_heartbeat():
+    h = harness()
+    a = h.consumer_heartbeat(member="m1")
+    assert a["error_code"] == E.NONE
+    assert a["member_id"] == "m1" and a["member_epoch"] == 2  # a new group is at epoch 1
+    assert a["heartbeat_interval_ms"] == h.core.config.consumer_heartbeat_interval_ms
+    assert parts(a) == {(T, p) for p in range(6)}
+    assert group(h).state.value == "Stable"
+    # what Kafka writes for a join: member metadata, group epoch, target, current
+    assert kinds(h.durable) == [
+        G.CONSUMER_GROUP_MEMBER_METADATA, G.CONSUMER_GROUP_METADATA,
+        G.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, G.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+        G.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT]
+    assert_replay_equals_live(h)
+
+
+def test_the_answer_waits_until_the_records_are_durable():
+    h = harness()
+    assert h.consumer_heartbeat(member="m1", settle=False) is None
+    h.settle()
+    assert h.answers and list(h.answers.values())[-1][0]["member_epoch"] == 2
+
+
+def test_v0_member_without_id_gets_one_from_the_coordinator():
+    h = harness()
+    a = h.consumer_heartbeat(member="", version=0)
+    assert a["error_code"] == E.NONE and len(a["member_id"]) == 22
+
+
+def test_a_steady_heartbeat_writes_nothing_and_carries_no_assignment():
+    h = harness()
+    a = h.consumer_heartbeat(member="m1")
+    before = len(h.durable)
+    b = h.consumer_heartbeat(member="m1", epoch=2)
+    assert b["error_code"] == E.NONE and b["member_epoch"] == 2 and b["assignment"] is None
+    assert len(h.durable) == before and not h.pending
+    # a full heartbeat (as after a reconnect) gets the assignment again
+    c = h.consumer_heartbeat(member="m1", epoch=2, rebalance=300_000, topics=["t"],
+                             owned=owned(a))
+    assert parts(c) == parts(a)
+
+
+def test_a_second_member_gets_partitions_only_once_the_first_has_revoked_them():
+    h = harness()
+    a1 = h.consumer_heartbeat(member="m1")
+    b1 = h.consumer_heartbeat(member="m2")
+    assert b1["member_epoch"] == 3
+    assert parts(b1) == set()  # its target is still held by m1
+    assert group(h).members["m2"].state is MemberState.UNRELEASED_PARTITIONS
+    # m1 is told to give up half: it stays at epoch 2 until it does
+    a2 = h.consumer_heartbeat(member="m1", epoch=2, owned=owned(a1))
+    assert a2["member_epoch"] == 2 and len(parts(a2)) == 3
+    assert group(h).members["m1"].state is MemberState.UNREVOKED_PARTITIONS
+    assert all(len(holders) == 1 for holders in held_by(h).values())
+    # m1 reports it no longer owns them: epoch 3, stable
+    a3 = h.consumer_heartbeat(member="m1", epoch=2, owned=owned(a2))
+    assert a3["member_epoch"] == 3 and a3["assignment"] is None
+    # now m2 gets them
+    b2 = h.consumer_heartbeat(member="m2", epoch=3, owned=[])
+    assert parts(b2) == {(T, p) for p in range(6)} - parts(a2)
+    assert group(h).state.value == "Stable"
+    assert_replay_equals_live(h)
+
+
+def test_a_heartbeat_without_owned_partitions_counts_as_still_owning_them():
+    h = harness()
+    h.consumer_heartbeat(member="m1")
+    h.consumer_heartbeat(member="m2")
+    h.consumer_heartbeat(member="m1", epoch=2, owned=None)
+    a = h.consumer_heartbeat(member="m1", epoch=2, owned=None)
+    assert a["member_epoch"] == 2
+    assert group(h).members["m1"].state is MemberState.UNREVOKED_PARTITIONS
+
+
+# == leaving and being fenced ===============================================================
+
+def test_a_member_that_leaves_hands_its_partitions_to_the_others():
+    h = harness()
+    a = h.consumer_heartbeat(member="m1")
+    h.consumer_heartbeat(member="m2")
+    a = h.consumer_heartbeat(member="m1", epoch=2, owned=owned(a))
+    h.consumer_heartbeat(member="m1", epoch=2, owned=owned(a))
+    b = h.consumer_heartbeat(member="m2", epoch=3, owned=[])
+    left = h.consumer_heartbeat(member="m2", epoch=-1, owned=owned(b))
+    assert left["error_code"] == E.NONE and left["member_epoch"] == -1
+    assert "m2" not in group(h).members
+    assert group(h).group_epoch == 4
+    a = h.consumer_heartbeat(member="m1", epoch=3, owned=owned(a))
+    assert a["member_epoch"] == 4 and parts(a) == {(T, p) for p in range(6)}
+    assert_replay_equals_live(h)
+
+
+def test_a_member_silent_for_the_session_timeout_is_fenced():
+    h = harness(consumer_session_timeout_ms=45_000)
+    h.consumer_heartbeat(member="m1")
+    h.consumer_heartbeat(member="m2")
+    h.advance(30_000)
+    h.consumer_heartbeat(member="m2", epoch=3, owned=[])
+    h.advance(20_000)  # m1 last heard 50 s ago
+    h.settle()
+    assert set(group(h).members) == {"m2"}
+    answer = h.consumer_heartbeat(member="m1", epoch=2, owned=[])
+    assert answer["error_code"] == E.UNKNOWN_MEMBER_ID
+    assert_replay_equals_live(h)
+
+
+def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced():
+    h = harness()
+    a = h.consumer_heartbeat(member="m1", rebalance=10_000)
+    h.consumer_heartbeat(member="m2")
+    h.consumer_heartbeat(member="m1", epoch=2, owned=owned(a))  # told to revoke
+    h.advance(5_000)
+    h.consumer_heartbeat(member="m1", epoch=2, owned=owned(a))  # still owns them
+    assert "m1" in group(h).members
+    h.advance(5_000)
+    h.settle()
+    assert "m1" not in group(h).members
+    b = h.consumer_heartbeat(member="m2", epoch=3, owned=[])
+    assert b["member_epoch"] == 4 and parts(b) == {(T, p) for p in range(6)}
+
+
+# == errors, as Kafka answers them ==========================================================
+
+@pytest.mark.parametrize("fields, message", [
+    ({"group": ""}, "GroupId can't be empty."),
+    ({"instance": ""}, "InstanceId can't be empty."),
+    ({"rack": ""}, "RackId can't be empty."),
+    ({"member": ""}, "MemberId can't be empty."),
+    ({"rebalance": -1}, "RebalanceTimeoutMs must be provided in first request."),
+    ({"owned": [{"topic_id": T, "partitions": [0]}]},
+     "TopicPartitions must be empty when (re-)joining."),
+    ({"epoch": -3}, "MemberEpoch is invalid."),
+])
+def test_invalid_heartbeats_are_refused_with_kafkas_message(fields, message):
+    h = harness()
+    kwargs = {"group": "g", "member": "m1", "epoch": 0, **fields}
+    answer = h.consumer_heartbeat(**kwargs)
+    assert (answer["error_code"], answer["error_message"]) == (E.INVALID_REQUEST, message)
+    assert not h.durable
+
+
+def test_an_unknown_assignor_is_refused():
+    h = harness()
+    answer = h.consumer_heartbeat(member="m1", assignor="sticky")
+    assert answer["error_code"] == E.UNSUPPORTED_ASSIGNOR
+    assert answer["error_message"] == \
+        "ServerAssignor sticky is not supported. Supported assignors: uniform, range."
+
+
+def test_epochs_ahead_or_behind_are_fenced():
+    h = harness()
+    h.consumer_heartbeat(member="m1")
+    ahead = h.consumer_heartbeat(member="m1", epoch=5)
+    assert ahead["error_code"] == E.FENCED_MEMBER_EPOCH
+    h.consumer_heartbeat(member="m2")
+    h.consumer_heartbeat(member="m1", epoch=2, owned=[])  # m1 moves to epoch 3
+    # the previous epoch with a subset of the assignment: a lost answer, accepted
+    ok = h.consumer_heartbeat(member="m1", epoch=2, owned=[])
+    assert ok["error_code"] == E.NONE and ok["member_epoch"] == 3
+    # without its owned partitions it is not
+    lost = h.consumer_heartbeat(member="m1", epoch=2, owned=None)
+    assert lost["error_code"] == E.FENCED_MEMBER_EPOCH
+    behind = h.consumer_heartbeat(member="m2", epoch=1)
+    assert behind["error_code"] == E.FENCED_MEMBER_EPOCH
+
+
+def test_unknown_members_and_groups():
+    h = harness()
+    assert h.consumer_heartbeat(member="m1", epoch=1)["error_code"] == E.GROUP_ID_NOT_FOUND
+    assert h.consumer_heartbeat(member="m1", epoch=1)["error_message"] == \
+        "Consumer group g not found."
+    h.consumer_heartbeat(member="m1")
+    assert h.consumer_heartbeat(member="zz", epoch=1)["error_code"] == E.UNKNOWN_MEMBER_ID
+    assert h.consumer_heartbeat(member="zz", epoch=-1)["error_code"] == E.UNKNOWN_MEMBER_ID
+
+
+def test_a_full_group_refuses_a_new_member():
+    h = harness(consumer_max_size=1)
+    h.consumer_heartbeat(member="m1")
+    answer = h.consumer_heartbeat(member="m2")
+    assert answer["error_code"] == E.GROUP_MAX_SIZE_REACHED
+    assert h.consumer_heartbeat(member="m1", epoch=2)["error_code"] == E.NONE
+
+
+def test_a_classic_group_is_not_a_consumer_group():
+    h = harness()
+    h.stable_group("g")
+    answer = h.consumer_heartbeat(member="m1")
+    assert answer["error_code"] == E.GROUP_ID_NOT_FOUND
+    assert answer["error_message"] == \
+        "Cannot upgrade classic group g to consumer group because online upgrade is disabled."
+    answer = h.consumer_heartbeat(member="m1", epoch=1)
+    assert answer["error_message"] == "Group g is not a consumer group."
+
+
+# == static members =========================================================================
+
+def test_a_static_member_that_leaves_for_a_while_keeps_its_partitions():
+    h = harness()
+    a = h.consumer_heartbeat(member="m1", instance="i1")
+    h.consumer_heartbeat(member="m2", instance="i2")
+    gone = h.consumer_heartbeat(member="m1", epoch=-2, instance="i1")
+    assert gone["member_epoch"] == -2
+    assert group(h).members["m1"].assigned  # still held
+    again = h.consumer_heartbeat(member="m1b", instance="i1")
+    assert again["error_code"] == E.NONE
+    assert "m1" not in group(h).members
+    assert group(h).members["m1b"].instance_id == "i1"
+    assert parts(again) <= parts(a)
+    assert_replay_equals_live(h)
+
+
+def test_a_live_static_member_keeps_its_instance_id():
+    h = harness()
+    h.consumer_heartbeat(member="m1", instance="i1")
+    answer = h.consumer_heartbeat(member="m9", instance="i1")
+    assert answer["error_code"] == E.UNRELEASED_INSTANCE_ID
+    fenced = h.consumer_heartbeat(member="m9", epoch=2, instance="i1")
+    assert fenced["error_code"] == E.FENCED_INSTANCE_ID
+
+
+# == topics changing ========================================================================
+
+def test_new_partitions_of_a_subscribed_topic_are_assigned():
+    h = harness(partitions=2)
+    a = h.consumer_heartbeat(member="m1")
+    assert len(parts(a)) == 2
+    h.image.set("t", T, 4)
+    b = h.consumer_heartbeat(member="m1", epoch=2, owned=owned(a))
+    assert b["member_epoch"] == 3 and len(parts(b)) == 4
+
+
+def test_a_topic_created_after_the_subscription_is_assigned():
+    h = harness()
+    a = h.consumer_heartbeat(member="m1", topics=["t", "later"])
+    assert len(parts(a)) == 6
+    h.image.set("later", U, 2)
+    b = h.consumer_heartbeat(member="m1", epoch=2, owned=owned(a))
+    assert (U, 0) in parts(b) and (U, 1) in parts(b)
+
+
+# == the other group APIs ===================================================================
+
+def test_offset_commits_carry_the_member_epoch():
+    h = harness()
+    h.consumer_heartbeat(member="m1")
+    tp = {("t", 0): (5, "")}
+
+    def commit(**kwargs):
+        ticket = h.commit("g", tp, **kwargs)
+        h.settle()
+        return h.answer(ticket)[("t", 0)]
+
+    assert commit(generation=2, member="m1") == E.NONE
+    assert commit(generation=1, member="m1") == E.STALE_MEMBER_EPOCH  # before it got t-0
+    assert commit(generation=3, member="m1") == E.STALE_MEMBER_EPOCH
+    assert commit(generation=2, member="zz") == E.UNKNOWN_MEMBER_ID
+    assert commit(generation=2, member="m1", version=8) == E.UNSUPPORTED_VERSION
+    assert commit() == E.UNKNOWN_MEMBER_ID  # an admin commit to a group with members
+    code, topics = h.core.fetch_offsets("g", [("t", [0])])
+    assert topics[0][1][0][1].offset == 5
+    assert h.core.fetch_offsets("g", [("t", [0])], "m1", 2)[0] == E.NONE
+    assert h.core.fetch_offsets("g", [("t", [0])], "m1", 1) == (E.STALE_MEMBER_EPOCH, [])
+    assert h.core.fetch_offsets("g", [("t", [0])], "zz", 2) == (E.UNKNOWN_MEMBER_ID, [])
+    # m1 moves to epoch 3 keeping partitions it got at epoch 2: a commit sent
+    # with epoch 2 for one of those still counts (Kafka 4.4's assignment epochs)
+    a = h.consumer_heartbeat(member="m2")
+    mine = group(h).members["m1"]
+    h.consumer_heartbeat(member="m1", epoch=2, owned=[
+        {"topic_id": T, "partitions": sorted(mine.assigned[T])}])
+    kept = h.consumer_heartbeat(member="m1", epoch=2, owned=[
+        {"topic_id": T, "partitions": sorted(group(h).members["m1"].assigned[T])}])
+    assert kept["member_epoch"] == 3
+    held = sorted(group(h).members["m1"].assigned[T])
+    given_up = sorted(set(range(6)) - set(held))
+    assert commit(generation=2, member="m1") == (E.NONE if 0 in held else E.STALE_MEMBER_EPOCH)
+    ticket = h.commit("g", {("t", held[0]): (6, "")}, generation=2, member="m1")
+    h.settle()
+    assert h.answer(ticket)[("t", held[0])] == E.NONE
+    ticket = h.commit("g", {("t", given_up[0]): (6, "")}, generation=2, member="m1")
+    h.settle()
+    assert h.answer(ticket)[("t", given_up[0])] == E.STALE_MEMBER_EPOCH
+    assert a["error_code"] == E.NONE
+
+
+def test_list_describe_and_delete_a_consumer_group():
+    h = harness()
+    a = h.consumer_heartbeat(member="m1")
+    assert h.core.list_groups([], []) == [
+        {"group_id": "g", "protocol_type": "consumer", "group_state": "Stable",
+         "group_type": "consumer"}]
+    assert h.core.list_groups([], ["classic"]) == []
+    described = h.core.consumer_describe(["g", "nope"], 1)
+    assert described[0]["group_state"] == "Stable" and described[0]["group_epoch"] == 2
+    member = described[0]["members"][0]
+    assert member["member_id"] == "m1" and member["subscribed_topic_names"] == ["t"]
+    assert member["assignment"] == member["target_assignment"]
+    assert described[1]["error_code"] == E.GROUP_ID_NOT_FOUND
+    ticket = h.delete_groups("g")
+    h.settle()
+    assert h.answer(ticket) == {"g": E.NON_EMPTY_GROUP}
+    h.consumer_heartbeat(member="m1", epoch=-1, owned=owned(a))
+    assert group(h).state.value == "Empty"
+    ticket = h.delete_groups("g")
+    h.settle()
+    assert h.answer(ticket) == {"g": E.NONE}
+    assert "g" not in h.core.groups
+    assert_replay_equals_live(h)
+
+
+def test_a_classic_member_takes_over_an_empty_consumer_group():
+    h = harness()
+    a = h.consumer_heartbeat(member="m1")
+    first = h.join("g")
+    assert h.answer(first)["error_code"] == E.INCONSISTENT_GROUP_PROTOCOL  # not with members
+    h.consumer_heartbeat(member="m1", epoch=-1, owned=owned(a))
+    h.stable_group("g")
+    assert h.core.list_groups([], [])[0]["group_type"] == "classic"
+    loaded = replay(h.durable)
+    assert "g" not in loaded.consumer_groups and "g" in loaded.groups
+
+
+def test_a_failed_write_leaves_the_group_as_the_log_has_it():
+    h = harness()
+    a = h.consumer_heartbeat(member="m1")
+    h.consumer_heartbeat(member="m2", settle=False)
+    h.settle(E.NOT_LEADER_OR_FOLLOWER)
+    assert set(group(h).members) == {"m1"} and group(h).group_epoch == 2
+    again = h.consumer_heartbeat(member="m1", epoch=2, owned=owned(a))
+    assert again["error_code"] == E.NONE and again["member_epoch"] == 2
+    assert_replay_equals_live(h)
+
+
+def test_a_restarted_shard_serves_the_group_it_replays():
+    h = harness()
+    a = h.consumer_heartbeat(member="m1")
+    h.consumer_heartbeat(member="m2")
+    h.consumer_heartbeat(member="m1", epoch=2, owned=owned(a))
+    other = harness()
+    other.core.install(replay(h.durable), other.now)
+    answer = other.consumer_heartbeat(member="m2", epoch=3, owned=[])
+    assert answer["error_code"] == E.NONE and answer["member_epoch"] == 3
+
+
+# == properties =============================================================================
+
+OPS = st.lists(st.tuples(st.sampled_from(["join", "beat", "beat-revoked", "leave", "wait",
+                                           "grow"]),
+                         st.integers(0, 3)), max_size=40)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(OPS)
+def test_no_partition_is_ever_held_by_two_members_and_replay_equals_live(ops):
+    h = harness(partitions=4)
+    answers: dict[str, dict] = {}
+    epochs: dict[str, int] = {}
+    size = 4
+    for op, n in ops:
+        member = f"m{n}"
+        if op == "join" and member not in epochs:
+            a = h.consumer_heartbeat(member=member)
+        elif op in ("beat", "beat-revoked") and member in epochs:
+            mine = group(h).members.get(member)
+            reported = [] if op == "beat-revoked" or mine is None else \
+                [{"topic_id": t, "partitions": sorted(ps)} for t, ps in mine.assigned.items()]
+            a = h.consumer_heartbeat(member=member, epoch=epochs[member], owned=reported)
+        elif op == "leave" and member in epochs:
+            a = h.consumer_heartbeat(member=member, epoch=-1, owned=[])
+            epochs.pop(member)
+            continue
+        elif op == "wait":
+            h.advance(20_000)
+            h.settle()
+            continue
+        elif op == "grow":
+            size += 1
+            h.image.set("t", T, size)
+            continue
+        else:
+            continue
+        if a["error_code"] == E.NONE:
+            epochs[member] = a["member_epoch"]
+            answers[member] = a
+        else:
+            epochs.pop(member, None)
+        assert all(len(holders) == 1 for holders in held_by(h).values())
+    assert_replay_equals_live(h)
+    # members that keep heartbeating (and revoking) end up owning every partition
+    live = [m for m in epochs if "g" in h.core.groups and m in group(h).members]
+    if live:
+        for _ in range(4):
+            for m in live:
+                a = h.consumer_heartbeat(member=m, epoch=group(h).members[m].member_epoch,
+                                         owned=[{"topic_id": t, "partitions": sorted(ps)}
+                                                for t, ps in group(h).members[m].assigned.items()])
+                assert a["error_code"] == E.NONE, a
+        assert set(held_by(h)) == {(T, p) for p in range(size)}
+        assert group(h).state.value == "Stable"

@@ -1,0 +1,196 @@
+"""confluent-kafka (librdkafka) consumers with ``group.protocol=consumer``
+(KIP-848) against the broker: assignment by the broker, rebalancing when
+members come and go, committed offsets, a restart, and the admin view."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupState, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from protocol.client import WireClient
+from protocol.errors import ErrorCode
+
+CONSUMER_PROTOCOL = {"group.coordinator.rebalance.protocols": "classic,consumer"}
+PARTITIONS = 6
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    from tests.support import BrokerThread
+    node = BrokerThread(tmp_path_factory.mktemp("cg-data"), overrides=CONSUMER_PROTOCOL).start()
+    yield node
+    node.stop()
+
+
+def _topic(bootstrap: str, name: str, records: int = 60) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, PARTITIONS, 1)]).values():
+        future.result(10)
+    _produce(bootstrap, name, 0, records)
+
+
+def _produce(bootstrap: str, topic: str, start: int, count: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(start, start + count):
+        producer.produce(topic, f"v{i}".encode(), partition=i % PARTITIONS)
+    assert producer.flush(10) == 0
+
+
+def _consumer(bootstrap: str, group: str, **extra) -> Consumer:
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                     "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                     "enable.auto.commit": False, **extra})
+
+
+def _subscribe(consumer: Consumer, topic: str) -> None:
+    """As an application that reads each record once does: what it has read of a
+    partition is committed before the partition is given up."""
+    def on_revoke(c, partitions):
+        positions = [tp for tp in c.position(partitions) if tp.offset >= 0]
+        if positions:
+            c.commit(offsets=positions, asynchronous=False)
+
+    consumer.subscribe([topic], on_revoke=on_revoke)
+
+
+def _poll_until(consumers, done, timeout=20.0):
+    """Poll every consumer in turn until ``done(seen)``; ``seen`` maps each
+    consumer's index to the (partition, offset, value) it read."""
+    seen: dict[int, list] = {i: [] for i in range(len(consumers))}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for i, c in enumerate(consumers):
+            message = c.poll(0.05)
+            if message is None:
+                continue
+            assert not message.error(), message.error()
+            seen[i].append((message.partition(), message.offset(), message.value()))
+        if done(seen):
+            return seen
+    raise AssertionError(f"not done in {timeout} s: { {i: len(v) for i, v in seen.items()} }, "
+                         f"assignments {[c.assignment() for c in consumers]}")
+
+
+def _owned(consumer) -> set[int]:
+    return {tp.partition for tp in consumer.assignment()}
+
+
+def test_one_consumer_is_given_every_partition_and_commits(cluster):
+    _topic(cluster.bootstrap, "cp-one")
+    c = _consumer(cluster.bootstrap, "cp-one-g")
+    _subscribe(c, "cp-one")
+    seen = _poll_until([c], lambda s: len(s[0]) == 60)
+    assert _owned(c) == set(range(PARTITIONS))
+    assert sorted(v for _p, _o, v in seen[0]) == sorted(f"v{i}".encode() for i in range(60))
+    c.commit(asynchronous=False)
+    committed = c.committed([TopicPartition("cp-one", p) for p in range(PARTITIONS)], 10)
+    assert [tp.offset for tp in committed] == [10] * PARTITIONS
+    c.close()
+
+
+def test_three_consumers_share_six_partitions_each_owned_once(cluster):
+    _topic(cluster.bootstrap, "cp-three")
+    consumers = [_consumer(cluster.bootstrap, "cp-three-g") for _ in range(3)]
+    for c in consumers:
+        _subscribe(c, "cp-three")
+
+    def balanced(seen):
+        owned = [_owned(c) for c in consumers]
+        return sum(len(v) for v in seen.values()) >= 60 and \
+            all(len(o) == 2 for o in owned)
+
+    seen = _poll_until(consumers, balanced)
+    owned = [_owned(c) for c in consumers]
+    assert set().union(*owned) == set(range(PARTITIONS))
+    assert sum(len(o) for o in owned) == PARTITIONS  # none owned twice
+    values = [v for records in seen.values() for _p, _o, v in records]
+    assert sorted(values) == sorted(f"v{i}".encode() for i in range(60))  # each read once
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    (description,) = [f.result(10) for f in
+                      admin.describe_consumer_groups(["cp-three-g"]).values()]
+    assert description.state == ConsumerGroupState.STABLE
+    assert len(description.members) == 3
+    described = sorted(sorted(tp.partition for tp in m.assignment.topic_partitions)
+                       for m in description.members)
+    assert described == sorted(sorted(o) for o in owned)
+    for c in consumers:
+        c.close()
+
+
+def test_partitions_move_when_a_member_leaves_and_no_committed_record_is_lost(cluster):
+    _topic(cluster.bootstrap, "cp-leave", records=0)
+    first = [_consumer(cluster.bootstrap, "cp-leave-g") for _ in range(2)]
+    for c in first:
+        _subscribe(c, "cp-leave")
+    _produce(cluster.bootstrap, "cp-leave", 0, 30)
+    seen = _poll_until(first, lambda s: sum(len(v) for v in s.values()) >= 30 and
+                       all(len(_owned(c)) == 3 for c in first))
+    for c in first:
+        c.commit(asynchronous=False)
+    leaving, staying = first
+    leaving.close()  # leaves the group: its partitions go to the other member
+    _produce(cluster.bootstrap, "cp-leave", 30, 30)
+    later = _poll_until([staying], lambda s: len(s[0]) >= 30 and
+                        _owned(staying) == set(range(PARTITIONS)))
+    read = [v for records in (*seen.values(), *later.values()) for _p, _o, v in records]
+    assert sorted(read) == sorted(f"v{i}".encode() for i in range(60))
+    staying.commit(asynchronous=False)
+    committed = staying.committed([TopicPartition("cp-leave", p) for p in range(PARTITIONS)], 10)
+    assert [tp.offset for tp in committed] == [10] * PARTITIONS
+    staying.close()
+
+
+def test_a_restarted_broker_serves_the_group_and_its_offsets(make_broker, tmp_path):
+    node = make_broker(tmp_path / "restart", overrides=CONSUMER_PROTOCOL)
+    _topic(node.bootstrap, "cp-restart", records=30)
+    c = _consumer(node.bootstrap, "cp-restart-g")
+    c.subscribe(["cp-restart"])
+    _poll_until([c], lambda s: len(s[0]) == 30)
+    c.commit(asynchronous=False)
+    c.close()
+    node.stop()
+    again = make_broker(tmp_path / "restart", overrides=CONSUMER_PROTOCOL)
+    _produce(again.bootstrap, "cp-restart", 30, 12)
+    c = _consumer(again.bootstrap, "cp-restart-g")
+    c.subscribe(["cp-restart"])
+    seen = _poll_until([c], lambda s: len(s[0]) == 12)
+    assert sorted(v for _p, _o, v in seen[0]) == sorted(f"v{i}".encode() for i in range(30, 42))
+    c.close()
+
+
+def test_the_protocol_is_off_unless_enabled(broker):
+    """With the default ``group.coordinator.rebalance.protocols`` (classic), the
+    consumer group APIs are not advertised and a heartbeat is refused."""
+    with WireClient(broker.host, broker.port) as client:
+        versions = client.call(18, 3, {"client_software_name": "t",
+                                          "client_software_version": "1"})
+        keys = {k["api_key"] for k in versions["api_keys"]}
+        assert 68 not in keys and 69 not in keys and 11 in keys
+        answer = client.call(68, 1, {"group_id": "g", "member_id": "m", "member_epoch": 0,
+                                        "rebalance_timeout_ms": 1000,
+                                        "subscribed_topic_names": ["t"],
+                                        "topic_partitions": []})
+        assert answer["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_a_classic_member_cannot_join_a_live_consumer_group(cluster):
+    _topic(cluster.bootstrap, "cp-mixed", records=6)
+    c = _consumer(cluster.bootstrap, "cp-mixed-g")
+    c.subscribe(["cp-mixed"])
+    _poll_until([c], lambda s: len(s[0]) == 6)
+    classic = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "cp-mixed-g",
+                        "group.protocol": "classic", "auto.offset.reset": "earliest"})
+    classic.subscribe(["cp-mixed"])
+    error = None
+    deadline = time.monotonic() + 10
+    while error is None and time.monotonic() < deadline:
+        message = classic.poll(0.2)
+        if message is not None and message.error():
+            error = message.error()
+    assert error is not None and error.code() == KafkaError.INCONSISTENT_GROUP_PROTOCOL
+    classic.close()
+    c.close()
