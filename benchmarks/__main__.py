@@ -27,6 +27,7 @@ BENCHMARKS = {
     "groups": "benchmarks.bench_groups",
     "fixture": "benchmarks.bench_fixture",
     "kafka": "benchmarks.bench_kafka",
+    "consumer": "benchmarks.bench_consumer_groups",
     "pipeline": "benchmarks.bench_pipeline",
 }
 

@@ -70,6 +70,13 @@ def test_benchmarks_run_quick_and_print_their_figures():
         assert re.search(rf"group.coordinator.append.linger.ms={linger} +3 consumers started "
                          r"together +\d+\.\d+ ms, sync commits/s +[\d,]+ over 1 connection, "
                          r"+[\d,]+ over 8", out), out
+    # The consumer group protocol next to Kafka (when Java and Maven are there).
+    if "consumer group protocol next to Apache Kafka: skipped" not in out:
+        for label in ("first assignment, 1 consumer", "first assignment, 10 consumers",
+                      "rebalance when 1 of 10 leaves", "steady heartbeats (one member)",
+                      "memory per 1,000 groups of 3"):
+            assert re.search(re.escape(label) + r".* kcoord +[\d,.]+ .* Kafka +[\d,.]+ .* "
+                             r"ratio +\d+\.\d+", out), out
     # The fixture: time to a first produce, memory, a suite with and without sharing.
     assert re.search(r"to the first acknowledged produce: in-process \d+ ms .*imports included, "
                      r"\d+ ms\), as a child process \d+ ms", out), out

@@ -4,10 +4,10 @@ member currently holds each partition, and how each of its records folds
 into it (``GroupMetadataManager.replay`` for record types 3 to 8).
 
 Live changes go through the same fold: an operation computes the records to
-write and the group takes them with ``apply``, so that the state is always
-what replaying the log gives.  Members are replaced, never changed in place,
-so a snapshot (``snapshot`` / ``restore``) is cheap and a failed write puts
-the group back as the log has it.
+write and the group takes them with ``apply_undoable``, so that the state is
+always what replaying the log gives; each record leaves what undoes it
+(members are replaced, never changed in place, so that is a reference), and a
+failed write is undone record by record.
 
 Plain synchronous data, no clock.
 """
@@ -162,11 +162,19 @@ class ConsumerGroup:
         # free (ConsumerGroup.currentPartitionEpoch)
         self.partition_epochs: dict[tuple[uuid.UUID, int], int] = {}
         self.subscribed_names: Counter[str] = Counter()
+        # regular expression -> members subscribed with it
+        self.regex_counts: Counter[str] = Counter()
+        # regular expression -> (matching topics, metadata version, time resolved)
+        self.resolved: dict[str, tuple[frozenset[str], int, int]] = {}
         self.has_partition_metadata_record = False  # a type-4 record to tombstone
         self.dead = False
         # the broker's topic metadata version the metadata hash was last checked
         # at (in memory: a loaded group checks again at its first heartbeat)
         self.metadata_seen: int | None = None
+        # its writes not yet durable, in the order issued (see ConsumerGroupManager._write)
+        self.pending: list = []
+        # (member id -> its server assignor) counted: the preferred assignor
+        self.assignor_counts: Counter[str] = Counter()
 
     # -- reading ---------------------------------------------------------------------
 
@@ -184,6 +192,22 @@ class ConsumerGroup:
                     member.member_epoch != self.assignment_epoch:
                 return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
+
+    def topics_of(self, member: ConsumerMember) -> set[str]:
+        """The topic names a member subscribes to: its names and what its regular
+        expression resolved to (nothing while unresolved)."""
+        topics = set(member.subscribed_topic_names)
+        if member.subscribed_topic_regex:
+            found = self.resolved.get(member.subscribed_topic_regex)
+            if found is not None:
+                topics |= found[0]
+        return topics
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        """ConsumerGroup.isSubscribedToTopic: by a name or a resolved expression."""
+        if self.subscribed_names.get(topic, 0) > 0:
+            return True
+        return any(topic in self.resolved[r][0] for r in self.regex_counts if r in self.resolved)
 
     def partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
         return self.partition_epochs.get((topic_id, partition), -1)
@@ -222,6 +246,12 @@ class ConsumerGroup:
                 self.target[key["member_id"]] = from_topic_partitions(value["topic_partitions"])
         elif kind == G.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT:
             self._apply_current_assignment(key["member_id"], value)
+        elif kind == G.CONSUMER_GROUP_REGULAR_EXPRESSION:
+            if value is None:
+                self.resolved.pop(key["regular_expression"], None)
+            else:
+                self.resolved[key["regular_expression"]] = (
+                    frozenset(value["topics"]), value["version"], value["timestamp"])
 
     def _apply_member_metadata(self, member_id: str, value) -> None:
         old = self.members.get(member_id)
@@ -268,6 +298,14 @@ class ConsumerGroup:
         if old is not None:
             self.subscribed_names.subtract(old.subscribed_topic_names)
             self.subscribed_names += Counter()  # drop the zero counts
+            if old.server_assignor:
+                self.assignor_counts[old.server_assignor] -= 1
+                if self.assignor_counts[old.server_assignor] <= 0:
+                    del self.assignor_counts[old.server_assignor]
+            if old.subscribed_topic_regex:
+                self.regex_counts[old.subscribed_topic_regex] -= 1
+                if self.regex_counts[old.subscribed_topic_regex] <= 0:
+                    del self.regex_counts[old.subscribed_topic_regex]
             if old.instance_id is not None and \
                     self.static_members.get(old.instance_id) == member_id:
                 del self.static_members[old.instance_id]
@@ -277,6 +315,10 @@ class ConsumerGroup:
             return
         self.members[member_id] = member
         self.subscribed_names.update(member.subscribed_topic_names)
+        if member.subscribed_topic_regex:
+            self.regex_counts[member.subscribed_topic_regex] += 1
+        if member.server_assignor:
+            self.assignor_counts[member.server_assignor] += 1
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member_id
         self._hold(member)
@@ -296,17 +338,46 @@ class ConsumerGroup:
 
     # -- undo ---------------------------------------------------------------------------
 
-    def snapshot(self) -> tuple:
-        return (self.group_epoch, self.metadata_hash, self.assignment_epoch,
-                self.assignment_timestamp, dict(self.members), dict(self.static_members), dict(self.target),
-                dict(self.partition_epochs), Counter(self.subscribed_names),
-                self.has_partition_metadata_record, self.dead, self.metadata_seen)
+    def apply_undoable(self, kind: str, key, value) -> tuple:
+        """Fold one record and return what undoes it: a failed write puts the
+        group back as the log has it, at the cost of the records it touched."""
+        if kind == G.CONSUMER_GROUP_METADATA:
+            undo = ("group", self.group_epoch, self.metadata_hash, self.dead)
+        elif kind == G.CONSUMER_GROUP_PARTITION_METADATA:
+            undo = ("legacy", self.has_partition_metadata_record)
+        elif kind in (G.CONSUMER_GROUP_MEMBER_METADATA, G.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT):
+            undo = ("member", key["member_id"], self.members.get(key["member_id"]))
+        elif kind == G.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
+            undo = ("assignment", self.assignment_epoch, self.assignment_timestamp)
+        elif kind == G.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
+            undo = ("target", key["member_id"], self.target.get(key["member_id"]))
+        else:  # a regular expression's resolution
+            undo = ("regex", key["regular_expression"],
+                    self.resolved.get(key["regular_expression"]))
+        self.apply(kind, key, value)
+        return undo
 
-    def restore(self, snap: tuple) -> None:
-        (self.group_epoch, self.metadata_hash, self.assignment_epoch, self.assignment_timestamp,
-         self.members,
-         self.static_members, self.target, self.partition_epochs, self.subscribed_names,
-         self.has_partition_metadata_record, self.dead, self.metadata_seen) = snap
+    def undo(self, entries: list[tuple]) -> None:
+        """Undo what ``apply_undoable`` returned, the last record first."""
+        for entry in reversed(entries):
+            tag = entry[0]
+            if tag == "group":
+                _tag, self.group_epoch, self.metadata_hash, self.dead = entry
+            elif tag == "legacy":
+                self.has_partition_metadata_record = entry[1]
+            elif tag == "member":
+                self._set_member(entry[1], entry[2])
+            elif tag == "assignment":
+                _tag, self.assignment_epoch, self.assignment_timestamp = entry
+            elif tag == "target":
+                if entry[2] is None:
+                    self.target.pop(entry[1], None)
+                else:
+                    self.target[entry[1]] = entry[2]
+            elif entry[2] is None:
+                self.resolved.pop(entry[1], None)
+            else:
+                self.resolved[entry[1]] = entry[2]
 
 
 def records_of(group_id: str, kind: str, member_id: str | None = None,

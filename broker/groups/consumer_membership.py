@@ -15,12 +15,15 @@ Pure: no I/O, no clock (``now`` is given); the topics come from
 
 from __future__ import annotations
 
+import base64
 import struct
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+import re2
 import structlog
 import xxhash
 
@@ -56,6 +59,8 @@ class TopicImage(Protocol):
 
     def name_of(self, topic_id: uuid.UUID) -> str | None: ...
 
+    def topic_names(self): ...
+
 
 class StaticImage:
     """A fixed set of topics: ``{name: (topic id, partitions)}`` (tests, and a
@@ -64,12 +69,16 @@ class StaticImage:
     def __init__(self, topics: Mapping[str, tuple[uuid.UUID, int]] | None = None):
         self.topics = dict(topics or {})
         self.version = 0
+        self.created_version = 0
 
     def set(self, name: str, topic_id: uuid.UUID | None = None, partitions: int = 1) -> uuid.UUID:
         if topic_id is None:
             topic_id = self.topics[name][0] if name in self.topics else uuid.uuid4()
+        created = name not in self.topics
         self.topics[name] = (topic_id, partitions)
         self.version += 1
+        if created:
+            self.created_version = self.version
         return topic_id
 
     def delete(self, name: str) -> None:
@@ -79,11 +88,26 @@ class StaticImage:
     def lookup(self, name: str):
         return self.topics.get(name)
 
+    def topic_names(self):
+        return self.topics.keys()
+
     def name_of(self, topic_id: uuid.UUID):
         for name, (tid, _n) in self.topics.items():
             if tid == topic_id:
                 return name
         return None
+
+
+class _Pending:
+    """A write of a group not yet durable: its records, what undoes them, and the
+    empty classic group it took over, if any."""
+
+    __slots__ = ("records", "undo", "replaced")
+
+    def __init__(self, records: list, undo: list, replaced):
+        self.records = records
+        self.undo = undo
+        self.replaced = replaced
 
 
 class HeartbeatError(Exception):
@@ -155,42 +179,71 @@ class ConsumerGroupManager:
 
     def _write(self, out: Outcome, ticket, group: ConsumerGroup, records: list,
                answer) -> Outcome:
-        """Fold ``records`` into the group now and answer once they are durable."""
+        """Fold ``records`` into the group now and answer once they are durable.
+
+        A failed write is undone, and so is every later write of the group
+        still in flight, whose records are then folded in again on top (Kafka
+        reverts to the last committed state): the group is always what the
+        log holds plus what is being written."""
         if not records:
             return out.answer(ticket, answer)
-        snapshot = group.snapshot()
         before = self.groups.get(group.group_id)
-        was_new = before is not group
-        replaced = before if was_new else None  # an empty classic group it takes over
+        replaced = before if before is not group else None  # an empty classic group
         self.groups[group.group_id] = group
-        encoded = []
+        folded, encoded = [], []
         for kind, member_id, value in records:
             if kind == G.GROUP_METADATA:  # an empty classic group gives way
                 encoded.append((G.group_metadata_key(group.group_id), None))
                 continue
-            group.apply(kind, {"member_id": member_id}, value)
+            folded.append((kind, {"member_id": member_id, "regular_expression": member_id},
+                           value))
             encoded.append(_record(group.group_id, kind, member_id, value))
+        pending = _Pending(folded, [group.apply_undoable(*r) for r in folded], replaced)
+        group.pending.append(pending)
         if group.dead:
             self.forget(group)
 
         def done(error: E, now: int) -> Outcome:
             if error is E.NONE:
+                if pending in group.pending:
+                    group.pending.remove(pending)
                 return Outcome().answer(ticket, answer)
-            log.warning("consumer_group.write_failed", group_id=group.group_id,
-                        error=error.name, reason="the group's records could not be "
-                        "written; it is back to what the log holds")
-            group.restore(snapshot)
-            if self.groups.get(group.group_id) is group and (group.dead or (
-                    was_new and not group.members)):
-                del self.groups[group.group_id]
-                if replaced is not None:
-                    self.groups[group.group_id] = replaced
-            elif not group.dead and group.group_id not in self.groups:
-                self.groups[group.group_id] = group
+            self._undo(group, pending, error, now)
             return Outcome().answer(ticket, heartbeat_error(map_write_error(error)))
 
         out.writes.append(Write(encoded, done))
         return out
+
+    def _undo(self, group: ConsumerGroup, failed: "_Pending", error: E, now: int) -> None:
+        log.warning("consumer_group.write_failed", group_id=group.group_id, error=error.name,
+                    reason="the group's records could not be written; it is back to what "
+                           "the log holds")
+        if failed not in group.pending:
+            return
+        at = group.pending.index(failed)
+        later = group.pending[at + 1:]
+        for p in reversed(later):
+            group.undo(p.undo)
+        group.undo(failed.undo)
+        del group.pending[at]
+        for p in later:
+            p.undo = [group.apply_undoable(*r) for r in p.records]
+        group.metadata_seen = None  # looked at again at the next heartbeat
+        if not group.pending and not group.members and group.group_epoch == 1 and \
+                self.groups.get(group.group_id) is group:
+            # the group's first write: it never was
+            del self.groups[group.group_id]
+            if failed.replaced is not None:
+                self.groups[group.group_id] = failed.replaced
+        elif not group.dead and group.group_id not in self.groups:
+            self.groups[group.group_id] = group
+        # timers cancelled or armed for what was undone follow the group as it is
+        for member_id, member in group.members.items():
+            self._arm_session(group.group_id, member_id, now)
+            if member.state is MemberState.UNREVOKED_PARTITIONS:
+                self.timers.schedule(("cg-revoke", group.group_id, member_id),
+                                     now + max(member.rebalance_timeout_ms, 0),
+                                     member.member_epoch)
 
     def _validate(self, req: HeartbeatRequest) -> None:
         """GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid."""
@@ -225,7 +278,7 @@ class ConsumerGroupManager:
             raise HeartbeatError(
                 E.UNSUPPORTED_ASSIGNOR,
                 f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
-                f"{', '.join(names)}.")
+                f"{', '.join(_java_hash_order(names))}.")
 
     # -- join / heartbeat ------------------------------------------------------------------
 
@@ -265,10 +318,12 @@ class ConsumerGroupManager:
                 f"The consumer group has reached its maximum capacity of "
                 f"{self.config.consumer_max_size} members.")
         member_id = req.member_id or self._new_member_id()
+        replaced = None  # a static member's previous incarnation, replaced by records
         if req.instance_id is None:
             member = self._dynamic_member(group, member_id, req, create)
         else:
-            member = self._static_member(group, member_id, req, create, records)
+            member, replaced = self._static_member(group, member_id, req, create, records)
+        counted = replaced or member  # whose subscription the group counts today
         updated = member.with_(
             instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
             rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
@@ -281,17 +336,21 @@ class ConsumerGroupManager:
             subscribed_topic_regex=req.subscribed_topic_regex
             if req.subscribed_topic_regex is not None else member.subscribed_topic_regex,
             client_id=req.client_id, client_host=req.client_host)
-        if not updated.same_metadata(member) or member_id not in group.members:
+        if not updated.same_metadata(member) or \
+                (member_id not in group.members and replaced is None):
             records.append((G.CONSUMER_GROUP_MEMBER_METADATA, member_id,
                             updated.metadata_record()))
         names_changed = updated.subscribed_topic_names != member.subscribed_topic_names
-        assignor_changed = self._preferred_assignor(group, None, None) != \
-            self._preferred_assignor(group, member, updated)
-        bump = names_changed or assignor_changed
+        regex_status = self._update_regex(group, member, updated, records, now)
+        assignor_changed = counted.server_assignor != updated.server_assignor and \
+            self._preferred_assignor(group, None, None) != \
+            self._preferred_assignor(group, counted, updated)
+        subscription_changed = names_changed or regex_status != _REGEX_SAME
+        bump = names_changed or regex_status == _REGEX_RESOLVED or assignor_changed
         group_epoch = group.group_epoch
         subscribed: set[str] | None = None
         if bump or group.metadata_seen != self.metadata.version:
-            subscribed = self._subscribed_names(group, member, updated)
+            subscribed = self._subscribed_names(group, counted, updated)
             metadata_hash = self._metadata_hash(subscribed)
             if metadata_hash != group.metadata_hash:
                 bump = True
@@ -301,22 +360,22 @@ class ConsumerGroupManager:
                                 {"epoch": group_epoch, "metadata_hash": metadata_hash}))
                 log.info("consumer_group.epoch_bumped", group_id=group.group_id,
                          group_epoch=group_epoch, member_id=member_id,
-                         reason=self._bump_reason(group, member, updated, names_changed,
-                                                  assignor_changed))
+                         reason=self._bump_reason(group, member, updated,
+                                                  subscription_changed, assignor_changed))
             if group.has_partition_metadata_record:
                 records.append((G.CONSUMER_GROUP_PARTITION_METADATA, None, None))
             group.metadata_seen = self.metadata.version
         if group_epoch > group.assignment_epoch and self._may_assign(group, now):
             if subscribed is None:
-                subscribed = self._subscribed_names(group, member, updated)
-            target = self._update_target(group, group_epoch, member, updated, subscribed,
+                subscribed = self._subscribed_names(group, counted, updated)
+            target = self._update_target(group, group_epoch, counted, updated, subscribed,
                                          records, now)
             target_epoch = group_epoch
         else:
             target_epoch = group.assignment_epoch
             target = self._target_of(group, updated)
         reconciled = self._maybe_reconcile(group, updated, target_epoch, target, req.owned,
-                                           names_changed, records, now)
+                                           subscription_changed, records, now)
         self._arm_session(group.group_id, member_id, now)
         answer = {"error_code": E.NONE, "error_message": None, "member_id": member_id,
                   "member_epoch": reconciled.member_epoch,
@@ -329,6 +388,84 @@ class ConsumerGroupManager:
                 _epochs_of_assigned(reconciled) != _epochs_of_assigned(member):
             answer["assignment"] = {"topic_partitions": topic_partitions(reconciled.assigned)}
         return group, records, answer
+
+    # -- regular expressions (KIP-848 v1) ------------------------------------------------
+
+    def _update_regex(self, group: ConsumerGroup, member: ConsumerMember,
+                      updated: ConsumerMember, records: list, now: int) -> int:
+        """GroupMetadataManager.maybeUpdateRegularExpressions: a new expression is
+        checked, a resolution no member needs any more is tombstoned, and a
+        resolution is asked for when one is missing or may be out of date; it is
+        made as Kafka makes it, after the answer (a timer at once,
+        ``_resolve_regexes``)."""
+        old, new = member.subscribed_topic_regex, updated.subscribed_topic_regex
+        status, require = _REGEX_SAME, False
+        counts = dict(group.regex_counts)
+        if old != new:
+            status = _REGEX_UPDATED
+            if old and counts.get(old, 0) == 1 and member.member_id in group.members:
+                records.append((G.CONSUMER_GROUP_REGULAR_EXPRESSION, old, None))
+            if new:
+                if counts.get(new, 0) == 0:
+                    _check_regex(new)
+                    require = True
+                elif new in group.resolved:
+                    status = _REGEX_RESOLVED
+            elif old:
+                status = _REGEX_RESOLVED
+            if old and member.member_id in group.members:
+                counts[old] = counts.get(old, 0) - 1
+            if new:
+                counts[new] = counts.get(new, 0) + 1
+        subscribed = {r for r, n in counts.items() if n > 0}
+        if not require and not subscribed:
+            return status
+        key = ("cg-regex", group.group_id)
+        last = max((t for _topics, _v, t in group.resolved.values()), default=None)
+        if key in self.timers or (last is not None and now <= last + _REGEX_MIN_REFRESH_MS):
+            return status
+        version = min((v for _topics, v, _t in group.resolved.values()), default=-1)
+        require = require or len(subscribed) != len(group.resolved) or \
+            version < getattr(self.metadata, "created_version", 0) or \
+            (last is not None and now > last + _REGEX_REFRESH_MS)
+        if require:
+            self.timers.schedule(key, now)
+        return status
+
+    def _resolve_regexes(self, group: ConsumerGroup, now: int) -> Outcome | None:
+        """GroupMetadataManager.handleRegularExpressionsResult: every expression the
+        members use, matched against every topic name; a changed resolution or
+        metadata hash moves the group's epoch on."""
+        records: list = []
+        bump = False
+        resolved = dict(group.resolved)
+        version = self.metadata.version
+        names = list(self.metadata.topic_names())
+        for regex in sorted(group.regex_counts):
+            pattern = _compiled(regex)
+            topics = frozenset(n for n in names if pattern is not None and pattern.fullmatch(n))
+            previous = resolved.get(regex)
+            if previous is None or previous[0] != topics:
+                bump = True
+            resolved[regex] = (topics, version, now)
+            records.append((G.CONSUMER_GROUP_REGULAR_EXPRESSION, regex,
+                            {"topics": sorted(topics), "version": version, "timestamp": now}))
+            log.info("consumer_group.regex_resolved", group_id=group.group_id, regex=regex,
+                     topics=sorted(topics)[:100], matched=len(topics),
+                     reason="a member subscribes to it")
+        if not records:
+            return None
+        subscribed = set(group.subscribed_names)
+        for regex in group.regex_counts:
+            subscribed |= resolved[regex][0]
+        metadata_hash = self._metadata_hash(subscribed)
+        if bump or metadata_hash != group.metadata_hash:
+            epoch = group.group_epoch + 1
+            records.append((G.CONSUMER_GROUP_METADATA, None,
+                            {"epoch": epoch, "metadata_hash": metadata_hash}))
+            log.info("consumer_group.epoch_bumped", group_id=group.group_id,
+                     group_epoch=epoch, reason="a regular expression's topics changed")
+        return self._write(Outcome(), None, group, records, None)
 
     def _may_assign(self, group: ConsumerGroup, now: int) -> bool:
         """The target is recomputed at most once per
@@ -353,14 +490,15 @@ class ConsumerGroupManager:
         return member
 
     def _static_member(self, group: ConsumerGroup, member_id: str, req: HeartbeatRequest,
-                       create: bool, records: list) -> ConsumerMember:
+                       create: bool, records: list) -> tuple[ConsumerMember,
+                                                             ConsumerMember | None]:
         existing = group.static_member(req.instance_id)
         if create:
             if existing is None:
                 log.info("consumer_group.member_joined", group_id=group.group_id,
                          member_id=member_id, instance_id=req.instance_id,
                          reason="ConsumerGroupHeartbeat with epoch 0 (static member)")
-                return group.members.get(member_id) or ConsumerMember(member_id)
+                return group.members.get(member_id) or ConsumerMember(member_id), None
             if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 raise HeartbeatError(
                     E.UNRELEASED_INSTANCE_ID,
@@ -376,7 +514,7 @@ class ConsumerGroupManager:
                      member_id=member_id, instance_id=req.instance_id,
                      replaced=existing.member_id,
                      reason="a static member came back with its instance id")
-            return new
+            return new, existing
         if existing is None:
             raise HeartbeatError(E.UNKNOWN_MEMBER_ID,
                                  f"Instance id {req.instance_id} is unknown.")
@@ -386,7 +524,7 @@ class ConsumerGroupManager:
                 f"Static member {member_id} with instance id {req.instance_id} was fenced "
                 f"by member {existing.member_id}.")
         self._check_epoch(existing, req)
-        return existing
+        return existing, None
 
     @staticmethod
     def _check_epoch(member: ConsumerMember, req: HeartbeatRequest) -> None:
@@ -423,7 +561,8 @@ class ConsumerGroupManager:
                             group.target.get(old.member_id, {}))}))
         records.append((G.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, new.member_id,
                         new.assignment_record()))
-        self._cancel_timers(group.group_id, old.member_id)
+        # the old incarnation's timers stay: if this write fails it is back, and
+        # if it does not, they find no member when they fire
 
     @staticmethod
     def _remove_member_records(member_id: str, records: list) -> None:
@@ -436,16 +575,27 @@ class ConsumerGroupManager:
     @staticmethod
     def _subscribed_names(group: ConsumerGroup, old: ConsumerMember | None,
                           new: ConsumerMember | None) -> set[str]:
-        """The topic names the group subscribes to once ``old`` becomes ``new``
-        (ModernGroup.computeSubscribedTopicNames)."""
+        """The topic names the group subscribes to once ``old`` becomes ``new``, by
+        name or by a resolved regular expression
+        (ConsumerGroup.computeSubscribedTopicNames)."""
         counts = dict(group.subscribed_names)
+        regexes = dict(group.regex_counts)
         if old is not None and old.member_id in group.members:
             for name in old.subscribed_topic_names:
                 counts[name] -= 1
+            if old.subscribed_topic_regex:
+                regexes[old.subscribed_topic_regex] -= 1
         if new is not None:
             for name in new.subscribed_topic_names:
                 counts[name] = counts.get(name, 0) + 1
-        return {name for name, n in counts.items() if n > 0}
+            if new.subscribed_topic_regex:
+                regexes[new.subscribed_topic_regex] = \
+                    regexes.get(new.subscribed_topic_regex, 0) + 1
+        names = {name for name, n in counts.items() if n > 0}
+        for regex, n in regexes.items():
+            if n > 0 and regex in group.resolved:
+                names |= group.resolved[regex][0]
+        return names
 
     def _metadata_hash(self, names: set[str]) -> int:
         """Kafka 4.4's hash of the subscribed topics (KIP-1101,
@@ -456,7 +606,13 @@ class ConsumerGroupManager:
         for name in names:
             found = self.metadata.lookup(name)
             if found is not None:
-                hashes[name] = topic_hash(found[0], name, found[1])
+                key = (name, found[0], found[1])
+                cached = _TOPIC_HASHES.get(key)
+                if cached is None:
+                    if len(_TOPIC_HASHES) >= 10_000:
+                        _TOPIC_HASHES.clear()
+                    cached = _TOPIC_HASHES[key] = topic_hash(found[0], name, found[1])
+                hashes[name] = cached
         return group_hash(hashes)
 
     @staticmethod
@@ -475,14 +631,14 @@ class ConsumerGroupManager:
         """The server assignor most members ask for once ``old`` becomes ``new``;
         the first configured one if none asks
         (ModernGroup.computePreferredServerAssignor)."""
-        counts: dict[str, int] = {}
-        for m in group.members.values():
-            if m.server_assignor:
-                counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
-        if old is not None and old.member_id in group.members and old.server_assignor:
-            counts[old.server_assignor] -= 1
-        if new is not None and new.server_assignor:
-            counts[new.server_assignor] = counts.get(new.server_assignor, 0) + 1
+        counts = group.assignor_counts
+        if (old is not None and old.member_id in group.members and old.server_assignor) or \
+                (new is not None and new.server_assignor):
+            counts = Counter(counts)
+            if old is not None and old.member_id in group.members and old.server_assignor:
+                counts[old.server_assignor] -= 1
+            if new is not None and new.server_assignor:
+                counts[new.server_assignor] += 1
         best = max(((n, name) for name, n in counts.items() if n > 0), default=None)
         return best[1] if best is not None else self.config.consumer_assignors[0]
 
@@ -512,7 +668,7 @@ class ConsumerGroupManager:
         name_to_id = {name: topic_id for topic_id, (name, _n) in topics.items()}
         specs = {
             member_id: assignors.MemberSpec(
-                subscribed=frozenset(name_to_id[n] for n in m.subscribed_topic_names
+                subscribed=frozenset(name_to_id[n] for n in group.topics_of(m)
                                      if n in name_to_id),
                 assigned=targets.get(member_id, {}), instance_id=m.instance_id,
                 rack_id=m.rack_id)
@@ -520,16 +676,19 @@ class ConsumerGroupManager:
         # Homogeneous when every member subscribes to the same names, existing
         # or not (ConsumerGroup.subscriptionType): the assignor's builder differs.
         named = {m.subscribed_topic_names for m in members.values()}
+        patterns = {m.subscribed_topic_regex for m in members.values()}
+        homogeneous = patterns == {""} and len(named) <= 1 or \
+            len(patterns) == 1 and "" not in patterns and named == {()}
         assignor = self._preferred_assignor(group, member, updated)
         try:
-            result = assignors.assign(assignor, specs, topics, homogeneous=len(named) <= 1)
+            result = assignors.assign(assignor, specs, topics, homogeneous=homogeneous)
         except assignors.PartitionAssignorError as error:
             log.error("consumer_group.assignment_failed", group_id=group.group_id,
                       group_epoch=group_epoch, assignor=assignor, error=str(error))
             raise HeartbeatError(E.UNKNOWN_SERVER_ERROR) from None
         for member_id in specs:
             new = {t: frozenset(p) for t, p in result.get(member_id, {}).items() if p}
-            if group.target.get(member_id) != new:
+            if targets.get(member_id) != new:
                 records.append((G.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, member_id,
                                 {"topic_partitions": topic_partitions(new)}))
         records.append((G.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, None,
@@ -568,7 +727,7 @@ class ConsumerGroupManager:
         if not subscription_changed and member.state is MemberState.STABLE and \
                 member.member_epoch == target_epoch:
             return member  # ConsumerGroupMember.isReconciledTo
-        subscribed = self._topic_ids(member.subscribed_topic_names)
+        subscribed = self._topic_ids(group.topics_of(member))
         updated = reconcile(member, target_epoch, target, subscribed, group.partition_epoch,
                             owned, subscription_changed)
         if updated.same_assignment(member):
@@ -651,11 +810,14 @@ class ConsumerGroupManager:
         (GroupMetadataManager.consumerGroupFenceMember)."""
         records: list = []
         self._remove_member_records(member.member_id, records)
+        regex = member.subscribed_topic_regex
+        if regex and group.regex_counts.get(regex, 0) == 1 and regex in group.resolved:
+            records.append((G.CONSUMER_GROUP_REGULAR_EXPRESSION, regex, None))
         subscribed = self._subscribed_names(group, member, None)
         epoch = group.group_epoch + 1
         records.append((G.CONSUMER_GROUP_METADATA, None,
                         {"epoch": epoch, "metadata_hash": self._metadata_hash(subscribed)}))
-        if set(group.members) == {member.member_id}:  # the last one: the group is Empty
+        if len(group.members) == 1:  # the last one: the group is Empty
             records.append((G.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, None,
                             {"assignment_epoch": epoch, "assignment_timestamp": 0}))
         self._cancel_timers(group.group_id, member.member_id)
@@ -673,6 +835,9 @@ class ConsumerGroupManager:
         self.timers.cancel(("cg-revoke", group_id, member_id))
 
     def fire(self, key, payload, now: int) -> Outcome | None:
+        if key[0] == "cg-regex":
+            group = self.group(key[1])
+            return None if group is None else self._resolve_regexes(group, now)
         kind, group_id, member_id = key
         group = self.group(group_id)
         member = group.members.get(member_id) if group is not None else None
@@ -696,10 +861,10 @@ class ConsumerGroupManager:
         answer = {"group_id": group_id, "error_message": None, "group_state": "",
                   "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
                   "members": []}
-        if self.refusal is not None:
-            return {**answer, "error_code": self.refusal}
         if not group_id:
             return {**answer, "error_code": E.INVALID_GROUP_ID, "group_id": ""}
+        if self.refusal is not None:
+            return {**answer, "error_code": self.refusal}
         group = self.groups.get(group_id)
         if group is None or getattr(group, "dead", False):
             return {**answer, "error_code": E.GROUP_ID_NOT_FOUND,
@@ -779,6 +944,8 @@ class ConsumerGroupManager:
         records.append(_record(gid, G.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, None, None))
         records += [_record(gid, G.CONSUMER_GROUP_MEMBER_METADATA, m, None)
                     for m in group.members]
+        records += [_record(gid, G.CONSUMER_GROUP_REGULAR_EXPRESSION, r, None)
+                    for r in group.resolved]
         records.append(_record(gid, G.CONSUMER_GROUP_PARTITION_METADATA, None, None))
         records.append(_record(gid, G.CONSUMER_GROUP_METADATA, None, None))
         return records
@@ -786,6 +953,7 @@ class ConsumerGroupManager:
     def forget(self, group: ConsumerGroup) -> None:
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
+        self.timers.cancel(("cg-regex", group.group_id))
         for member_id in group.members:
             self._cancel_timers(group.group_id, member_id)
 
@@ -959,16 +1127,90 @@ def _reconcile_reason(member: ConsumerMember) -> str:
     return "it reached its target assignment"
 
 
+# (topic name, id, partition count) -> its hash (Kafka's topicHashCache)
+_TOPIC_HASHES: dict[tuple[str, uuid.UUID, int], int] = {}
+_REGEX_SAME, _REGEX_UPDATED, _REGEX_RESOLVED = 0, 1, 2
+_REGEX_MIN_REFRESH_MS = 10_000  # GroupMetadataManager: at most one refresh per 10 s
+_REGEX_REFRESH_MS = 600_000  # group.consumer.regex.refresh.interval.ms
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+_COMPILED: dict[str, object] = {}
+
+# RE2's messages for a bad expression, and RE2J's (the library Kafka uses), whose
+# description Kafka's INVALID_REGULAR_EXPRESSION message carries.
+_RE2J_DESCRIPTIONS = [
+    ("missing )", "missing closing )"),
+    ("missing ]", "missing closing ]"),
+    ("unexpected )", "unexpected )"),
+    ("bad repetition operator", "invalid nested repetition operator"),
+    ("missing argument to repetition operator", "missing argument to repetition operator"),
+    ("bad repetition argument", "invalid repeat count"),
+    ("invalid perl operator", "invalid or unsupported Perl syntax"),
+    ("invalid escape sequence", "invalid escape sequence"),
+    ("trailing \\", "trailing backslash at end of expression"),
+    ("invalid character class range", "invalid character class range"),
+    ("invalid character class", "invalid character class"),
+    ("invalid named capture group", "invalid named capture"),
+    ("invalid UTF-8", "invalid UTF-8"),
+]
+
+
+def _compiled(regex: str):
+    """The expression compiled with RE2 (None if it does not compile)."""
+    if regex not in _COMPILED:
+        if len(_COMPILED) > 10_000:
+            _COMPILED.clear()
+        try:
+            _COMPILED[regex] = re2.compile(regex, _RE2_OPTIONS)
+        except re2.error:
+            _COMPILED[regex] = None
+    return _COMPILED[regex]
+
+
+def _check_regex(regex: str) -> None:
+    """Utils.throwIfRegularExpressionIsInvalid (RE2J syntax, which RE2 shares)."""
+    try:
+        re2.compile(regex, _RE2_OPTIONS)
+    except re2.error as error:
+        detail = error.args[0] if error.args else b""
+        text = detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)
+        description = next((j for c, j in _RE2J_DESCRIPTIONS if text.startswith(c)), text)
+        raise HeartbeatError(
+            E.INVALID_REGULAR_EXPRESSION,
+            f"SubscribedTopicRegex `{regex}` is not a valid regular expression: "
+            f"{description}.") from None
+
+
+def _java_hash_order(names) -> list[str]:
+    """The order a small Java HashMap<String, ...> lists its keys in (Kafka's
+    message lists its assignors so): by bucket of a 16-slot table, then as put."""
+    def bucket(name: str) -> int:
+        h = 0
+        for unit in struct.unpack(f">{len(name.encode('utf-16-be')) // 2}H",
+                                  name.encode("utf-16-be")):
+            h = (31 * h + unit) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & 15
+    return sorted(names, key=bucket)
+
+
 def _blank(text: str | None) -> bool:
     """Java's ``text.trim().isEmpty()``: trim strips every char up to U+0020."""
     return text is not None and not text.lstrip("".join(map(chr, range(33))))
 
 
 def _record(group_id: str, kind: str, member_id: str | None, value: dict | None):
-    key = G.consumer_group_key(kind, group_id, member_id)
+    """One record; ``member_id`` is the expression for a regular expression's."""
+    if kind == G.CONSUMER_GROUP_REGULAR_EXPRESSION:
+        key = G.consumer_group_key(kind, group_id, regular_expression=member_id)
+    else:
+        key = G.consumer_group_key(kind, group_id, member_id)
     return key, None if value is None else G.consumer_group_value(kind, value)
 
 
 def _new_member_id() -> str:
-    import base64
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """Uuid.randomUuid().toString(): 22 URL-safe base64 characters, drawn again
+    when they would start with '-' (a command-line argument's look)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text

@@ -93,20 +93,34 @@ class GroupCoordinator:
 
     def join(self, ticket, req: JoinRequest, now: int) -> Outcome:
         group = self.groups.get(req.group_id)
-        if isinstance(group, ConsumerGroup) and self.refusal is None:
+        config = self.config
+        if isinstance(group, ConsumerGroup) and self.refusal is None and req.group_id and \
+                config.min_session_timeout_ms <= req.session_timeout_ms \
+                <= config.max_session_timeout_ms:
             if group.members:
                 # A classic member joining a consumer group (online migration) is
                 # not served: Kafka with migration disabled refuses it the same way.
                 return Outcome().answer(ticket, join_error(E.INCONSISTENT_GROUP_PROTOCOL))
-            # An empty consumer group gives way to the classic group
-            # (GroupMetadataManager.maybeDeleteEmptyConsumerGroup); its offsets stay.
-            out = Outcome()
-            out.writes.append(Write(self.consumer.deletion_records(group)))
-            self.consumer.forget(group)
-            log.info("consumer_group.deleted", group_id=group.group_id,
-                     reason="a classic member joins the empty consumer group")
-            return out.merge(self.membership.join(ticket, req, now))
+            if req.member_id == "":
+                # An empty consumer group gives way to the classic group
+                # (GroupMetadataManager.maybeDeleteEmptyConsumerGroup); its offsets stay.
+                out = Outcome()
+                out.writes.append(Write(self.consumer.deletion_records(group),
+                                        functools.partial(self._conversion_written, group)))
+                self.consumer.forget(group)
+                log.info("consumer_group.deleted", group_id=group.group_id,
+                         reason="a classic member joins the empty consumer group")
+                return out.merge(self.membership.join(ticket, req, now))
         return self.membership.join(ticket, req, now)
+
+    @staticmethod
+    def _conversion_written(group: ConsumerGroup, error: E, now: int) -> Outcome:
+        if error is not E.NONE:
+            log.error("consumer_group.write_failed", group_id=group.group_id, error=error.name,
+                      record="group deletion",
+                      reason="the empty consumer group's tombstones could not be written "
+                             "while a classic member took the group over")
+        return Outcome()
 
     def sync(self, ticket, group_id, generation, member_id, instance_id, protocol_type,
              protocol_name, assignments, now: int) -> Outcome:
@@ -122,7 +136,15 @@ class GroupCoordinator:
 
     def leave(self, group_id, members, now: int):
         if self._is_consumer(group_id):
-            return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(members), Outcome()
+            # none of its members uses the classic protocol; a static one named
+            # with another member id is fenced, as Kafka answers
+            group = self.groups[group_id]
+            errors = []
+            for member_id, instance_id, _reason in members:
+                static = group.static_member(instance_id)
+                errors.append(E.FENCED_INSTANCE_ID if static is not None and
+                              static.member_id != member_id else E.UNKNOWN_MEMBER_ID)
+            return E.NONE, errors, Outcome()
         return self.membership.leave(group_id, members, now)
 
     def describe(self, group_id: str) -> dict:
@@ -279,7 +301,7 @@ class GroupCoordinator:
         if key[0] == "offset-expiry":  # the periodic sweep, armed again at once
             self.timers.schedule(key, now + self.config.offsets_retention_check_interval_ms)
             return self.offset_manager.expire_offsets(now)
-        if key[0] in ("cg-session", "cg-revoke"):
+        if key[0] in ("cg-session", "cg-revoke", "cg-regex"):
             return self.consumer.fire(key, payload, now)
         return self.membership.fire(key, payload, now)
 

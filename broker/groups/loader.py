@@ -38,6 +38,9 @@ def replay(records: Iterable[tuple[bytes, bytes | None]]) -> LoadedPartition:
     # The last record of each key is all that counts: keep the raw bytes of the
     # last one per key (no decoding), then decode only those.  Offset-commit keys
     # v0 and v1 have the same body: one logical key.
+    # A consumer group's records are folded in the order of their last
+    # occurrence (a key written again moves to the end), so that a group deleted
+    # and made again comes back as the new one.
     latest: dict[bytes, bytes | None] = {}
     for key, value in records:
         loaded.records += 1
@@ -45,6 +48,8 @@ def replay(records: Iterable[tuple[bytes, bytes | None]]) -> LoadedPartition:
             continue
         if key[:2] == b"\x00\x00":
             key = b"\x00\x01" + key[2:]
+        elif key[0] != 0 or key[1] > 2:
+            latest.pop(key, None)
         latest[key] = value
     store = OffsetStore()
     metadata: dict[str, Any] = {}
@@ -62,13 +67,16 @@ def replay(records: Iterable[tuple[bytes, bytes | None]]) -> LoadedPartition:
         if kind == G.GROUP_METADATA:
             metadata[fields.group] = decoded
         elif kind != G.OFFSET_COMMIT:
+            # GroupMetadataManager.replay: any value makes the group; the group's
+            # own tombstone ends it
             group = loaded.consumer_groups.get(fields.group)
-            if group is None:
+            if kind == G.CONSUMER_GROUP_METADATA and decoded is None:
+                loaded.consumer_groups.pop(fields.group, None)
+            elif group is not None:
+                group.apply(kind, fields, decoded)
+            elif decoded is not None:
                 group = loaded.consumer_groups[fields.group] = ConsumerGroup(fields.group)
-                group.dead = True  # until its metadata record (type 3) says otherwise
-            group.apply(kind, fields, decoded)
-    for group_id in [g for g, group in loaded.consumer_groups.items() if group.dead]:
-        del loaded.consumer_groups[group_id]
+                group.apply(kind, fields, decoded)
     for group_id, value in metadata.items():
         if value is not None:
             loaded.groups[group_id] = Group.from_record(group_id, value)

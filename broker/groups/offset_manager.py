@@ -125,7 +125,7 @@ class OffsetMetadataManager:
         unless a later write of the same partitions was issued meanwhile."""
         group_id = group.group_id
         latest = self._settle(group_id, seq, stored, error)
-        if self.groups.get(group_id) is group:
+        if group_id in self.groups:  # the same group, or what it became (KIP-848)
             self.offsets.apply(group_id, latest)
         if error is not E.NONE:
             code = map_write_error(error)
@@ -194,7 +194,7 @@ class OffsetMetadataManager:
             if error is not E.NONE:
                 return error, []
         held = self.offsets.offsets(group_id) if group is not None and \
-            group.state is not S.DEAD else {}
+            (isinstance(group, ConsumerGroup) or group.state is not S.DEAD) else {}
         if topics is None:
             by_topic: dict[str, list] = {}
             for (topic, partition), committed in held.items():
@@ -230,7 +230,7 @@ class OffsetMetadataManager:
         if isinstance(group, ConsumerGroup):
             deleted = []
             for tp in partitions:  # ConsumerGroup.validateOffsetDelete
-                if group.members and group.subscribed_names.get(tp[0], 0) > 0:
+                if group.members and group.is_subscribed_to(tp[0]):
                     answer[tp] = E.GROUP_SUBSCRIBED_TO_TOPIC
                 else:
                     answer[tp] = E.NONE
@@ -320,7 +320,7 @@ class OffsetMetadataManager:
         retention = self.config.offsets_retention_ms
         held = self.offsets.groups.get(group.group_id, {})
         expired = [tp for tp, o in held.items()
-                   if group.subscribed_names.get(tp[0], 0) == 0 and
+                   if not group.is_subscribed_to(tp[0]) and
                    (now >= o.expire_timestamp if o.expire_timestamp != -1
                     else now - o.commit_timestamp >= retention)]
         records = self._offset_tombstones(group.group_id, expired)
@@ -333,9 +333,11 @@ class OffsetMetadataManager:
                      reason=f"the group does not subscribe to their topics and they were "
                             f"committed longer ago than offsets.retention.minutes "
                             f"({retention} ms), or past their explicit expiry time")
-        if not group.members and not self.offsets.has_offsets(group.group_id):
+        if not group.members and not group.pending and \
+                not self.offsets.has_offsets(group.group_id):
             records.extend(self.consumer.deletion_records(group))
             self.consumer.forget(group)
+            group.dead = True
             log.info("group.deleted", group_id=group.group_id, group_epoch=group.group_epoch,
                      reason="empty and all its offsets expired")
         if records:

@@ -131,6 +131,7 @@ class TopicManager:
         # Moves on whenever a topic is added, removed or replaced (grown): the
         # consumer groups look again at the topics they subscribe to.
         self.version = 0
+        self.created_version = 0  # the version at which a topic was last created
 
     # -- persistence -----------------------------------------------------------
 
@@ -155,6 +156,7 @@ class TopicManager:
 
     def _add(self, topic: Topic) -> None:
         self.version += 1
+        self.created_version = self.version
         self.topics[topic.name] = topic
         self._by_id[topic.topic_id] = topic
         self._unified[unify_collision_chars(topic.name)] = topic.name
@@ -219,6 +221,10 @@ class TopicManager:
     def name_of(self, topic_id: uuid.UUID) -> str | None:
         topic = self._by_id.get(topic_id)
         return None if topic is None else topic.name
+
+    def topic_names(self):
+        """Every topic name, internal ones too (a regular expression may match them)."""
+        return self.topics.keys()
 
     def by_id(self, topic_id: uuid.UUID) -> Topic | None:
         return self._by_id.get(topic_id)

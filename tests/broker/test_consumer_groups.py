@@ -473,3 +473,201 @@ def test_no_partition_is_ever_held_by_two_members_and_replay_equals_live(ops):
                 assert a["error_code"] == E.NONE, a
         assert set(held_by(h)) == {(T, p) for p in range(size)}
         assert group(h).state.value == "Stable"
+
+
+# == regular expressions (v1) =================================================================
+
+def test_a_regex_subscription_is_resolved_after_the_join_and_then_assigned():
+    h = harness()
+    h.image.set("other", U, 2)
+    first = h.consumer_heartbeat(member="m1", topics=None, regex="t|oth.*")
+    # as on Kafka, the join is answered before the expression is resolved
+    assert first["member_epoch"] == 1 and parts(first) == set()
+    h.advance(0)  # the resolution, right after
+    h.settle()
+    resolved = group(h).resolved["t|oth.*"]
+    assert resolved[0] == {"t", "other"} and group(h).group_epoch == 2
+    a = h.consumer_heartbeat(member="m1", epoch=1, owned=[])
+    assert a["member_epoch"] == 2
+    assert parts(a) == {(T, p) for p in range(6)} | {(U, 0), (U, 1)}
+    assert_replay_equals_live(h)
+    assert kinds(h.durable).count(G.CONSUMER_GROUP_REGULAR_EXPRESSION) == 1
+
+
+def test_a_new_matching_topic_is_picked_up_by_a_later_resolution():
+    h = harness()
+    h.consumer_heartbeat(member="m1", topics=None, regex="t.*")
+    h.advance(0)
+    h.settle()
+    a = h.consumer_heartbeat(member="m1", epoch=1, owned=[])
+    h.image.set("t2", U, 3)
+    h.advance(5_000)  # within 10 s of the last resolution: not yet
+    b = h.consumer_heartbeat(member="m1", epoch=a["member_epoch"], owned=owned(a))
+    assert (U, 0) not in parts(b) if b["assignment"] else True
+    h.advance(6_000)
+    h.consumer_heartbeat(member="m1", epoch=b["member_epoch"], owned=owned(a))
+    h.advance(0)
+    h.settle()
+    assert group(h).resolved["t.*"][0] == {"t", "t2"}
+    c = h.consumer_heartbeat(member="m1", epoch=group(h).members["m1"].member_epoch,
+                             owned=owned(a))
+    assert {(U, 0), (U, 1), (U, 2)} <= parts(c)
+
+
+def test_an_invalid_regex_is_refused_with_re2js_description():
+    h = harness()
+    answer = h.consumer_heartbeat(member="m1", topics=None, regex="(t")
+    assert answer["error_code"] == E.INVALID_REGULAR_EXPRESSION
+    assert answer["error_message"] == \
+        "SubscribedTopicRegex `(t` is not a valid regular expression: missing closing )."
+    assert not h.durable
+
+
+def test_the_last_member_of_a_regex_takes_its_resolution_with_it():
+    h = harness()
+    h.consumer_heartbeat(member="m1", topics=None, regex="t")
+    h.advance(0)
+    h.settle()
+    a = h.consumer_heartbeat(member="m1", epoch=1, owned=[])
+    h.consumer_heartbeat(member="m1", epoch=-1, owned=owned(a))
+    assert group(h).resolved == {}
+    assert_replay_equals_live(h)
+    ticket = h.delete_groups("g")
+    h.settle()
+    assert h.answer(ticket) == {"g": E.NONE}
+    assert replay(h.durable).consumer_groups == {}
+
+
+# == what a restart or a failed write must not lose ===========================================
+
+def test_a_group_whose_members_subscribe_to_nothing_yet_is_kept_by_a_restart():
+    h = harness()
+    a = h.consumer_heartbeat(member="m1", topics=[])  # no epoch bump: no record 3
+    assert a["error_code"] == E.NONE
+    assert_replay_equals_live(h)
+
+
+def test_a_group_deleted_and_made_again_replays_as_the_new_one():
+    h = harness()
+    a = h.consumer_heartbeat(member="m1")
+    h.consumer_heartbeat(member="m1", epoch=-1, owned=owned(a))
+    ticket = h.delete_groups("g")
+    h.settle()
+    assert h.answer(ticket) == {"g": E.NONE}
+    h.consumer_heartbeat(member="m2", topics=[])
+    assert_replay_equals_live(h)
+
+
+def test_several_failed_writes_leave_the_group_as_the_log_has_it():
+    h = harness()
+    h.consumer_heartbeat(member="m1")
+    h.consumer_heartbeat(member="m2", settle=False)
+    h.consumer_heartbeat(member="m3", settle=False)
+    h.settle(E.NOT_LEADER_OR_FOLLOWER)
+    assert sorted(group(h).members) == ["m1"] and group(h).group_epoch == 2
+    assert_replay_equals_live(h)
+
+
+def test_a_failed_write_between_two_durable_ones_is_undone_alone():
+    h = harness()
+    a = h.consumer_heartbeat(member="m1")
+    h.consumer_heartbeat(member="m2", settle=False)  # fails
+    h.pending[0].done(E.NOT_LEADER_OR_FOLLOWER, h.now) and None
+    h.pending.pop(0)
+    h.consumer_heartbeat(member="m3")  # issued after: durable
+    assert sorted(group(h).members) == ["m1", "m3"]
+    assert_replay_equals_live(h)
+    assert a["error_code"] == E.NONE
+
+
+def test_a_static_member_whose_replacement_fails_to_be_written_still_expires():
+    h = harness()
+    h.consumer_heartbeat(member="s1", instance="i1")
+    h.consumer_heartbeat(member="s1", instance="i1", epoch=-2)
+    h.consumer_heartbeat(member="s2", instance="i1", settle=False)
+    h.settle(E.NOT_LEADER_OR_FOLLOWER)
+    assert group(h).members["s1"].member_epoch == -2
+    h.advance(60_000)
+    h.settle()
+    assert group(h).members == {} and group(h).partition_epochs == {}
+
+
+def test_a_member_whose_fencing_fails_to_be_written_is_fenced_later():
+    h = harness()
+    h.consumer_heartbeat(member="m1")
+    h.consumer_heartbeat(member="m2")
+    h.clock.advance(50_000)
+    h._take(h.core.tick(h.now))
+    h.settle(E.NOT_LEADER_OR_FOLLOWER)
+    assert sorted(group(h).members) == ["m1", "m2"]
+    h.advance(50_000)
+    h.settle()
+    assert group(h).members == {}
+
+
+def test_a_static_member_coming_back_unchanged_bumps_nothing():
+    h = harness()
+    h.image.set("u", U, 2)
+    h.consumer_heartbeat(member="s1", instance="i1", topics=["t", "u"], assignor="range")
+    h.consumer_heartbeat(member="b", assignor="uniform")
+    before = group(h).group_epoch
+    h.consumer_heartbeat(member="s1", instance="i1", epoch=-2)
+    n = len(h.durable)
+    back = h.consumer_heartbeat(member="s2", instance="i1", topics=["t", "u"], assignor="range")
+    assert back["error_code"] == E.NONE and group(h).group_epoch == before
+    # Kafka's replaceMember records, 8t 7t 5t (old) and 5 7 8 (new, at epoch 0),
+    # then the new one's reconciliation to the group's epoch: no second 5 or 7
+    assert [k for k in kinds(h.durable[n:])] == [
+        G.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, G.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+        G.CONSUMER_GROUP_MEMBER_METADATA, G.CONSUMER_GROUP_MEMBER_METADATA,
+        G.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, G.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+        G.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT]
+    assert back["member_epoch"] == before
+    h.image.set("other", uuid.UUID(int=0x3333), 1)  # a topic nobody subscribes to
+    h.consumer_heartbeat(member="s2", instance="i1", epoch=back["member_epoch"])
+    assert group(h).group_epoch == before
+    assert_replay_equals_live(h)
+
+
+def test_a_failed_expiry_of_an_empty_group_leaves_it():
+    h = harness(offsets_retention_ms=1)
+    a = h.consumer_heartbeat(member="m1")
+    h.consumer_heartbeat(member="m1", epoch=-1, owned=owned(a))
+    h._take(h.core.expire_offsets(h.now))
+    h.settle(E.NOT_LEADER_OR_FOLLOWER)
+    assert "g" in h.core.groups and "g" in replay(h.durable).consumer_groups
+    h._take(h.core.expire_offsets(h.now))
+    h.settle()
+    assert "g" not in h.core.groups and "g" not in replay(h.durable).consumer_groups
+
+
+def test_a_refused_join_leaves_an_empty_consumer_group_alone():
+    h = harness()
+    a = h.consumer_heartbeat(member="m1")
+    h.consumer_heartbeat(member="m1", epoch=-1, owned=owned(a))
+    ticket = h.join("g", "", session=1)
+    h.settle()
+    assert h.answer(ticket)["error_code"] == E.INVALID_SESSION_TIMEOUT
+    assert isinstance(h.core.groups["g"], ConsumerGroup)
+    assert "g" in replay(h.durable).consumer_groups
+
+
+def test_a_commit_in_flight_while_the_group_converts_is_kept():
+    h = harness()
+    ticket = h.commit("g", {("t", 0): (42, "")})  # a simple group's commit, not yet durable
+    h.consumer_heartbeat(member="m1", settle=False)  # the empty group becomes a consumer group
+    h.settle()
+    assert h.answer(ticket) == {("t", 0): E.NONE}
+    assert h.core.fetch_offsets("g", [("t", [0])])[1][0][1][0][1].offset == 42
+
+
+def test_leaving_a_consumer_group_by_leavegroup_fences_a_wrong_static_member():
+    h = harness()
+    h.consumer_heartbeat(member="s1", instance="i1")
+    assert h.leave("g", ("x", "i1", None), ("y", None, None)) == \
+        (E.NONE, [E.FENCED_INSTANCE_ID, E.UNKNOWN_MEMBER_ID])
+
+
+def test_v0_member_ids_never_start_with_a_dash():
+    from broker.groups.consumer_membership import _new_member_id
+    assert all(not _new_member_id().startswith("-") for _ in range(2_000))

@@ -194,3 +194,24 @@ def test_a_classic_member_cannot_join_a_live_consumer_group(cluster):
     assert error is not None and error.code() == KafkaError.INCONSISTENT_GROUP_PROTOCOL
     classic.close()
     c.close()
+
+
+def test_a_regex_subscription_gets_matching_topics_and_later_ones(cluster):
+    """librdkafka sends a ``^`` subscription to the broker as a regular expression
+    (RE2 syntax): the matching topics are assigned, and a matching topic created
+    later joins the assignment at a later resolution (at most every 10 s, as on
+    Kafka)."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for future in admin.create_topics([NewTopic("cp-rx-a", 2, 1), NewTopic("cp-rx-b", 1, 1),
+                                       NewTopic("cp-other", 1, 1)]).values():
+        future.result(10)
+    c = _consumer(cluster.bootstrap, "cp-rx-g")
+    c.subscribe(["^cp-rx-.*"])
+    _poll_until([c], lambda s: len(c.assignment()) == 3)
+    assert sorted((tp.topic, tp.partition) for tp in c.assignment()) == [
+        ("cp-rx-a", 0), ("cp-rx-a", 1), ("cp-rx-b", 0)]
+    for future in admin.create_topics([NewTopic("cp-rx-c", 1, 1)]).values():
+        future.result(10)
+    _poll_until([c], lambda s: len(c.assignment()) == 4, timeout=30)
+    assert ("cp-rx-c", 0) in {(tp.topic, tp.partition) for tp in c.assignment()}
+    c.close()

@@ -216,3 +216,34 @@ def test_member_epoch_errors(d):
     d.same(68, 1, hb(group, "member-a", 2, topic=topic, owned=[]))
     d.same(68, 1, hb(group, "member-a", 1, topic=topic, owned=[]))
     d.same(68, 0, hb(group, "member-b", -1))
+
+
+def test_a_regex_subscription_as_on_kafka(d):
+    """A member subscribing by regular expression: the join is answered before
+    the expression is resolved (epoch 1, nothing assigned); once resolved, the
+    group's epoch moves on and the member gets the matching topic."""
+    group, topic = _setup(d)
+    regex = f"{topic}|kip848-nothing-.*"
+    body = lambda side: {**hb(group, "member-r", 0, topic=topic, owned=[],  # noqa: E731
+                              rebalance=60_000)(side), "subscribed_topic_regex": regex}
+    joined = d.same(68, 1, body)
+    assert joined["member_epoch"] == 1 and parts(joined) == []
+    finals = []
+    for side in (d.kcoord, d.kafka):
+        deadline = time.monotonic() + 30
+        with WireClient.to(side.bootstrap) as client:
+            while True:
+                answer = client.call(68, 1, hb(group, "member-r", 1, topic=topic,
+                                              owned=[])(side))
+                assert answer["error_code"] == 0, (side.name, answer)
+                if answer["assignment"] and answer["assignment"]["topic_partitions"]:
+                    break
+                assert time.monotonic() < deadline, (side.name, answer)
+                time.sleep(0.1)
+        finals.append((answer["member_epoch"], parts(answer)))
+    assert finals[0] == finals[1] == (2, [0, 1, 2, 3])
+    describe(d, 1, [group])
+    invalid = lambda side: {**hb(group, "member-s", 0, topic=topic, owned=[],  # noqa: E731
+                                 rebalance=60_000)(side), "subscribed_topic_regex": "(oops"}
+    refused = d.same(68, 1, invalid)
+    assert refused["error_code"] == 128
