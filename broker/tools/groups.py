@@ -181,9 +181,33 @@ class _Groups:
     # -- describing ------------------------------------------------------------------------
 
     def _describe(self, groups) -> dict[str, dict]:
-        answer = self.client.call(15, 5, {"groups": list(groups),
-                                          "include_authorized_operations": False})
-        return {g["group_id"]: g for g in answer["groups"]}
+        """Each group as Kafka's admin client describes it: ConsumerGroupDescribe
+        first where the broker serves it, DescribeGroups for the groups it says
+        are not consumer-protocol groups (DescribeConsumerGroupsHandler)."""
+        described: dict[str, dict] = {}
+        classic = list(groups)
+        if self._serves(69):
+            answer = self.client.call(69, 1, {"group_ids": list(groups),
+                                              "include_authorized_operations": False})
+            classic = []
+            for g in answer["groups"]:
+                if g["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND:
+                    classic.append(g["group_id"])
+                else:
+                    described[g["group_id"]] = _from_consumer_describe(g)
+        if classic:
+            answer = self.client.call(15, 5, {"groups": classic,
+                                              "include_authorized_operations": False})
+            for g in answer["groups"]:
+                described[g["group_id"]] = _from_describe_groups(g)
+        return described
+
+    def _serves(self, api_key: int) -> bool:
+        if not hasattr(self, "_api_keys"):
+            answer = self.client.call(18, 3, {"client_software_name": "kcoord-groups",
+                                              "client_software_version": "1"})
+            self._api_keys = {k["api_key"] for k in answer["api_keys"]}
+        return api_key in self._api_keys
 
     def _print_state_note(self, group: str, described: dict, rows: int | None) -> bool:
         """Kafka's ``shouldPrintMemberState``: a line on the group's state where it
@@ -217,11 +241,7 @@ class _Groups:
 
     @staticmethod
     def _partitions(member: dict) -> list[tuple[str, int]]:
-        raw = member["member_assignment"]
-        if not raw:
-            return []
-        return sorted((t["topic"], p) for t in consumer_assignment(raw)["assigned_partitions"]
-                      for p in t["partitions"])
+        return member["partitions"]
 
     def _committed(self, group: str) -> dict[tuple[str, int], int]:
         answer = self.client.call(9, 8, {"require_stable": False, "groups": [
@@ -306,7 +326,9 @@ class _Groups:
                 header = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
             # Kafka 4's verbose columns: a classic group has no epochs and no target.
             current = [_assignment_text(self._partitions(m)) for m in members]
-            more = f"{{:<15}} {{:<{max([20] + [len(c) for c in current])}}} {{:<15}} {{:<20}}"
+            targets = [m["target"] for m in members]
+            more = (f"{{:<15}} {{:<{max([20] + [len(c) for c in current])}}} {{:<15}} "
+                    f"{{:<{max([20] + [len(t) for t in targets])}}}")
             self._print()
             self._print(line.format(*header) + (more.format(
                 "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT")
@@ -317,7 +339,8 @@ class _Groups:
                     [m["client_host"], m["client_id"], str(len(self._partitions(m)))]
                 text = line.format(*fields)
                 if verbose:
-                    text += more.format(MISSING, assigned, MISSING, MISSING)
+                    text += more.format(m["epoch"], assigned, m["target_epoch"],
+                                        m["target"])
                 self._print(text)
         return 0
 
@@ -531,6 +554,38 @@ class _Groups:
             self._print("\nThese consumer groups were deleted successfully: '"
                         + "', '".join(done) + "'")
         return 0
+
+
+def _from_describe_groups(g: dict) -> dict:
+    """A classic group's DescribeGroups entry, with each member's partitions read
+    from its assignment (no epochs, no target: shown as Kafka's tool shows them)."""
+    members = []
+    for m in g["members"]:
+        raw = m["member_assignment"]
+        partitions = sorted((t["topic"], p)
+                            for t in consumer_assignment(raw)["assigned_partitions"]
+                            for p in t["partitions"]) if raw else []
+        members.append({**m, "partitions": partitions, "epoch": MISSING,
+                        "target_epoch": MISSING, "target": MISSING})
+    return {**g, "members": members}
+
+
+def _from_consumer_describe(g: dict) -> dict:
+    """A consumer-protocol group's ConsumerGroupDescribe entry in the same shape:
+    its assignor as the strategy, each member's epoch and target."""
+    def partitions(assignment: dict) -> list[tuple[str, int]]:
+        return sorted((t["topic_name"], p) for t in assignment["topic_partitions"]
+                      for p in t["partitions"])
+
+    members = [{"member_id": m["member_id"], "group_instance_id": m["instance_id"],
+                "client_id": m["client_id"], "client_host": m["client_host"],
+                "partitions": partitions(m["assignment"]), "epoch": str(m["member_epoch"]),
+                "target_epoch": str(g["assignment_epoch"]),
+                "target": _assignment_text(partitions(m["target_assignment"]))}
+               for m in g["members"]]
+    return {"error_code": g["error_code"], "group_id": g["group_id"],
+            "group_state": g["group_state"], "protocol_type": "consumer",
+            "protocol_data": g["assignor_name"], "members": members}
 
 
 def _shown(value) -> str:

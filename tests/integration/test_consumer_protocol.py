@@ -215,3 +215,42 @@ def test_a_regex_subscription_gets_matching_topics_and_later_ones(cluster):
     _poll_until([c], lambda s: len(c.assignment()) == 4, timeout=30)
     assert ("cp-rx-c", 0) in {(tp.topic, tp.partition) for tp in c.assignment()}
     c.close()
+
+
+_KILLED_MEMBER = """
+import sys, time
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+              "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+c.subscribe([sys.argv[3]])
+while True:
+    c.poll(0.1)
+    if c.assignment():
+        print("assigned", flush=True)
+"""
+
+
+def test_a_killed_member_s_partitions_move_after_its_session_timeout(make_broker, tmp_path):
+    """A consumer process killed with SIGKILL leaves nothing: its partitions go to
+    the member left once ``group.consumer.session.timeout.ms`` has passed."""
+    import subprocess
+    import sys
+
+    node = make_broker(tmp_path / "kill", overrides={
+        **CONSUMER_PROTOCOL, "group.consumer.min.session.timeout.ms": "6000",
+        "group.consumer.session.timeout.ms": "6000"})
+    _topic(node.bootstrap, "cp-kill", records=0)
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_MEMBER, node.bootstrap, "cp-kill-g",
+                              "cp-kill"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "assigned"
+        survivor = _consumer(node.bootstrap, "cp-kill-g")
+        _subscribe(survivor, "cp-kill")
+        _poll_until([survivor], lambda s: 0 < len(_owned(survivor)) < PARTITIONS)
+    finally:
+        child.kill()
+        child.wait(10)
+    killed_at = time.monotonic()
+    _poll_until([survivor], lambda s: _owned(survivor) == set(range(PARTITIONS)), timeout=30)
+    assert time.monotonic() - killed_at >= 5  # not before the session timeout
+    survivor.close()

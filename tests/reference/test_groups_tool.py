@@ -55,7 +55,8 @@ def groups(tools, tmp_path_factory):
     with a committed offset."""
     from tests.support import BrokerThread
 
-    node = BrokerThread(tmp_path_factory.mktemp("groups-tool")).start()
+    node = BrokerThread(tmp_path_factory.mktemp("groups-tool"), overrides={
+        "group.coordinator.rebalance.protocols": "classic,consumer"}).start()
     admin = Kcoord(node.bootstrap)
     orders = admin.create_topic("orders")
     payments = admin.create_topic("payments", partitions=3)
@@ -83,6 +84,22 @@ def groups(tools, tmp_path_factory):
         raise AssertionError(f"{group} did not settle")
 
     join("billing", 2)[0].commit(offsets=[TopicPartition(orders, 0, 4)], asynchronous=False)
+    # ``modern``: two members of the consumer group protocol (KIP-848)
+    modern = [Consumer({"bootstrap.servers": node.bootstrap, "group.id": "modern",
+                        "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                        "enable.auto.commit": False, "client.id": f"modern-client-{i}"})
+              for i in range(2)]
+    for c in modern:
+        c.subscribe([orders, payments])
+        consumers.append(c)
+    for _ in range(300):
+        for c in modern:
+            c.poll(0.02)
+        if sum(len(c.assignment()) for c in modern) == 4 and all(c.assignment() for c in modern):
+            break
+    else:
+        raise AssertionError("modern did not settle")
+    modern[0].commit(offsets=[TopicPartition(orders, 0, 3)], asynchronous=False)
     join("static", 1, **{"group.instance.id": "static-instance-1"})
     old = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "old-group",
                     "enable.auto.commit": False})
@@ -107,10 +124,14 @@ def groups(tools, tmp_path_factory):
     ("--describe", "--group", "old-group", "--state"),
     ("--describe", "--group", "old-group", "--members"),
     ("--describe", "--group", "no-such-group"),
+    ("--describe", "--group", "modern"),
+    ("--describe", "--group", "modern", "--members"),
+    ("--describe", "--group", "modern", "--members", "--verbose"),
+    ("--describe", "--group", "modern", "--state"),
 ], ids=lambda a: " ".join(a))
 def test_the_groups_tool_prints_what_kafka_s_prints(groups, args):
     _same(groups.bootstrap, *args,
-          rows_in_any_order=args[0] == "--list" or "--members" in args)
+          rows_in_any_order=args[0] == "--list" or "--members" in args or "modern" in args)
 
 
 def test_offsets_and_lag_as_kafka_s_tool_shows_them(groups):
