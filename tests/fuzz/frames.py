@@ -102,6 +102,18 @@ _GROUPS = {
     42: [{"groups_names": ["fuzz-g", "fuzz-h"]}],
     47: [{"group_id": "fuzz-g", "topics": [{"name": "fuzz-a",
                                             "partitions": [{"partition_index": 0}]}]}],
+    # the consumer group protocol (KIP-848): a join by names, a join by a regular
+    # expression, a steady heartbeat with owned partitions, a leave, a describe
+    68: [{"group_id": "fuzz-cg", "member_id": "fuzz-m", "member_epoch": 0,
+          "rebalance_timeout_ms": 1000, "subscribed_topic_names": ["fuzz-a"],
+          "topic_partitions": []},
+         {"group_id": "fuzz-cg", "member_id": "fuzz-r", "member_epoch": 0,
+          "rebalance_timeout_ms": 1000, "subscribed_topic_regex": "fuzz-.*",
+          "server_assignor": "range", "instance_id": "fuzz-i", "topic_partitions": []},
+         {"group_id": "fuzz-cg", "member_id": "fuzz-m", "member_epoch": 2,
+          "topic_partitions": [{"topic_id": uuid.UUID(int=7), "partitions": [0, 1]}]},
+         {"group_id": "fuzz-cg", "member_id": "fuzz-m", "member_epoch": -1}],
+    69: [{"group_ids": ["fuzz-cg", "fuzz-g", ""], "include_authorized_operations": True}],
 }
 
 
