@@ -1141,7 +1141,8 @@ _COMPILED: dict[str, object] = {}
 _RE2J_DESCRIPTIONS = [
     ("missing )", "missing closing )"),
     ("missing ]", "missing closing ]"),
-    ("unexpected )", "unexpected )"),
+    ("unexpected )", "regexp/syntax: internal error"),  # what RE2/J answers, as Kafka shows
+    ("invalid repetition size", "invalid repeat count"),
     ("bad repetition operator", "invalid nested repetition operator"),
     ("missing argument to repetition operator", "missing argument to repetition operator"),
     ("bad repetition argument", "invalid repeat count"),

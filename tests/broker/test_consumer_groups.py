@@ -671,3 +671,136 @@ def test_leaving_a_consumer_group_by_leavegroup_fences_a_wrong_static_member():
 def test_v0_member_ids_never_start_with_a_dash():
     from broker.groups.consumer_membership import _new_member_id
     assert all(not _new_member_id().startswith("-") for _ in range(2_000))
+
+
+# == what mutation testing showed was not pinned down ==========================================
+
+def test_describe_shows_each_member_as_kafka_does():
+    h = harness()
+    a = h.consumer_heartbeat(member="m1", instance="i1", rack="r1", assignor="range")
+    h.consumer_heartbeat(member="m2")
+    h.consumer_heartbeat(member="m1", epoch=2, instance="i1", owned=owned(a))  # to revoke
+    (described,) = h.core.consumer_describe(["g"], 1)
+    assert (described["error_code"], described["error_message"]) == (E.NONE, None)
+    assert (described["group_state"], described["group_epoch"],
+            described["assignment_epoch"], described["assignor_name"]) == \
+        ("Reconciling", 3, 3, "range")
+    m1, m2 = sorted(described["members"], key=lambda m: m["member_id"])
+    mine = group(h).members["m1"]
+    assert (m1["member_id"], m1["instance_id"], m1["rack_id"], m1["member_epoch"],
+            m1["client_id"], m1["client_host"], m1["subscribed_topic_names"],
+            m1["subscribed_topic_regex"], m1["member_type"]) == \
+        ("m1", "i1", "r1", 2, "client", "/127.0.0.1", ["t"], "", 1)
+    # the current assignment shows what is still being revoked too
+    held = sorted(mine.assigned[T] | mine.pending_revocation[T])
+    assert m1["assignment"] == {"topic_partitions": [
+        {"topic_id": T, "topic_name": "t", "partitions": held}]}
+    assert m1["target_assignment"]["topic_partitions"][0]["partitions"] == \
+        sorted(group(h).target["m1"][T])
+    assert m2["assignment"] == {"topic_partitions": []}
+    assert len(m2["target_assignment"]["topic_partitions"][0]["partitions"]) == 3
+    nothing, classic, empty = h.core.consumer_describe(["nope", "cl", ""], 1)[0], None, None
+    h.stable_group("cl")
+    classic, empty = h.core.consumer_describe(["cl", ""], 1)
+    assert (nothing["error_code"], nothing["error_message"]) == \
+        (E.GROUP_ID_NOT_FOUND, "Group nope not found.")
+    assert (classic["error_code"], classic["error_message"]) == \
+        (E.GROUP_ID_NOT_FOUND, "Group cl is not a consumer group.")
+    assert (empty["error_code"], empty["group_id"]) == (E.INVALID_GROUP_ID, "")
+    h.core.refusal = E.COORDINATOR_LOAD_IN_PROGRESS
+    assert h.core.consumer_describe(["g"], 1)[0]["error_code"] == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert h.core.consumer_describe([""], 1)[0]["error_code"] == E.INVALID_GROUP_ID
+
+
+def test_list_groups_filters_consumer_groups_by_state_and_type():
+    h = harness()
+    h.consumer_heartbeat(member="m1")
+    h.consumer_heartbeat(group="g2", member="m1")
+    h.consumer_heartbeat(group="g2", member="m2")  # g2: Reconciling
+    listed = lambda states, types: sorted(  # noqa: E731
+        (g["group_id"], g["group_state"]) for g in h.core.list_groups(states, types))
+    assert listed([], []) == [("g", "Stable"), ("g2", "Reconciling")]
+    assert listed([" STABLE "], ["Consumer"]) == [("g", "Stable")]
+    assert listed(["reconciling"], []) == [("g2", "Reconciling")]
+    assert listed([], ["share"]) == []
+
+
+def test_deleting_a_group_writes_kafkas_tombstones_in_kafkas_order():
+    h = harness()
+    h.consumer_heartbeat(member="m1", topics=None, regex="t")
+    h.advance(0)
+    h.settle()
+    h.consumer_heartbeat(member="m1", epoch=-1)
+    n = len(h.durable)
+    ticket = h.delete_groups("g")
+    h.settle()
+    assert h.answer(ticket) == {"g": E.NONE}
+    tombstones = [(G.decode_key(k), v) for k, v in h.durable[n:]]
+    assert all(v is None for _k, v in tombstones)
+    # the expression went with its last member; the empty group's own records go
+    assert [(kind, getattr(key, "group", None)) for (kind, key), _v in tombstones] == [
+        (G.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, "g"),
+        (G.CONSUMER_GROUP_PARTITION_METADATA, "g"),
+        (G.CONSUMER_GROUP_METADATA, "g")]
+    assert "g" not in h.core.groups
+    assert ("cg-regex", "g") not in h.core.timers
+
+
+def test_a_loaded_group_s_members_expire_and_revocations_time_out():
+    h = harness()
+    a = h.consumer_heartbeat(member="m1", rebalance=20_000)
+    h.consumer_heartbeat(member="m2")
+    h.consumer_heartbeat(member="m1", epoch=2, owned=owned(a))  # m1 must revoke
+    assert group(h).members["m1"].state is MemberState.UNREVOKED_PARTITIONS
+    other = harness()
+    other.core.install(replay(h.durable), other.now)
+    other.advance(20_000)  # m1 never revokes: fenced by its revocation timeout
+    other.settle()
+    assert set(group(other).members) == {"m2"}
+    other.advance(45_000)  # and m2, silent since the load, by its session timeout
+    other.settle()
+    assert group(other).members == {}
+
+
+def test_a_lost_answer_is_forgiven_only_with_a_subset_of_the_partitions():
+    h = harness()
+    a = h.consumer_heartbeat(member="m1")
+    h.consumer_heartbeat(member="m2")
+    h.consumer_heartbeat(member="m1", epoch=2, owned=owned(a))
+    kept = sorted(group(h).members["m1"].assigned[T])
+    gone = sorted(set(range(6)) - set(kept))
+    h.consumer_heartbeat(member="m1", epoch=2, owned=[{"topic_id": T, "partitions": kept}])
+    assert group(h).members["m1"].member_epoch == 3
+    ok = h.consumer_heartbeat(member="m1", epoch=2, owned=[{"topic_id": T, "partitions": kept}])
+    assert ok["error_code"] == E.NONE
+    bad = h.consumer_heartbeat(member="m1", epoch=2,
+                               owned=[{"topic_id": T, "partitions": [gone[0]]}])
+    assert bad["error_code"] == E.FENCED_MEMBER_EPOCH
+    other = h.consumer_heartbeat(member="m1", epoch=2,
+                                 owned=[{"topic_id": U, "partitions": [0]}])
+    assert other["error_code"] == E.FENCED_MEMBER_EPOCH
+
+
+def test_unsupported_assignor_lists_them_as_kafka_does_whatever_the_config_order():
+    h = harness(consumer_assignors=("range", "uniform"))
+    answer = h.consumer_heartbeat(member="m1", assignor="sticky")
+    assert answer["error_message"] == \
+        "ServerAssignor sticky is not supported. Supported assignors: uniform, range."
+    assert h.consumer_heartbeat(member="m2")["error_code"] == E.NONE
+    assert h.core.consumer_describe(["g"], 1)[0]["assignor_name"] == "range"  # the default
+
+
+@pytest.mark.parametrize("regex, description", [
+    ("a**", "invalid nested repetition operator"),
+    ("a)", "regexp/syntax: internal error"),
+    ("x{2,1}", "invalid repeat count"),
+    ("[a", "missing closing ]"),
+    ("a\\", "trailing backslash at end of expression"),
+    ("(?=a)", "invalid or unsupported Perl syntax"),
+])
+def test_invalid_regexes_are_described_as_re2j_describes_them(regex, description):
+    h = harness()
+    answer = h.consumer_heartbeat(member="m1", topics=None, regex=regex)
+    assert answer["error_code"] == E.INVALID_REGULAR_EXPRESSION
+    assert answer["error_message"] == \
+        f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {description}."

@@ -247,3 +247,11 @@ def test_a_regex_subscription_as_on_kafka(d):
                                  rebalance=60_000)(side), "subscribed_topic_regex": "(oops"}
     refused = d.same(68, 1, invalid)
     assert refused["error_code"] == 128
+
+
+@pytest.mark.parametrize("regex", ["(oops", "a**", "a)", "[a", "a\\", "(?=a)", "x{2,1}"])
+def test_invalid_regexes_are_refused_with_kafkas_message(d, regex):
+    group, topic = _setup(d)
+    body = lambda side: {**hb(group, "member-x", 0, topic=topic, owned=[],  # noqa: E731
+                              rebalance=60_000)(side), "subscribed_topic_regex": regex}
+    assert d.same(68, 1, body)["error_code"] == 128
