@@ -5,6 +5,8 @@ replay, and the other group APIs facing a consumer group."""
 
 from __future__ import annotations
 
+import itertools
+import os
 import uuid
 
 import pytest
@@ -804,3 +806,91 @@ def test_invalid_regexes_are_described_as_re2j_describes_them(regex, description
     assert answer["error_code"] == E.INVALID_REGULAR_EXPRESSION
     assert answer["error_message"] == \
         f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {description}."
+
+
+RICH_OPS = st.lists(st.tuples(
+    st.sampled_from(["join", "beat", "beat-revoked", "leave", "static-leave", "resubscribe",
+                     "fail-next", "wait", "grow", "topic-u", "no-topic-u", "regex-refresh"]),
+    st.integers(0, 3), st.sampled_from([("t",), ("t", "u"), ("u",)]),
+    st.sampled_from([None, "range", "uniform"])), max_size=45)
+
+
+@settings(max_examples=int(os.environ.get("KCOORD_PROPERTY_EXAMPLES", "120")),
+          deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(RICH_OPS)
+def test_static_members_regexes_topics_and_failed_writes_keep_the_invariants(ops):
+    """Members static and dynamic, by names and by expression, leaving for a while
+    and coming back under a new id, changing subscription and assignor; topics
+    growing, appearing and going; writes failing: no partition is ever held by
+    two members, and after every write settles the group is what its log gives."""
+    h = harness(partitions=3)
+    epochs: dict[str, int] = {}  # member id -> epoch, as its client knows it
+    instance_of: dict[str, str] = {}
+    incarnation = itertools.count()
+    fail_next = False
+    size = 3
+
+    def beat(member, epoch, **kw):
+        nonlocal fail_next
+        answer = h.consumer_heartbeat(member=member, epoch=epoch, settle=False,
+                                      instance=instance_of.get(member), **kw)
+        h.settle(E.NOT_LEADER_OR_FOLLOWER if fail_next else E.NONE)
+        fail_next = False
+        return answer if answer is not None else h.answer(list(h.answers)[-1])
+
+    for op, n, topics, assignor in ops:
+        slot = f"m{n}"
+        member = next((m for m in epochs if m.startswith(slot + "-")), None)
+        if op == "join" and member is None:
+            member = f"{slot}-{next(incarnation)}"
+            if n % 2 == 0:
+                instance_of[member] = f"i{n}"
+            regex = "t|u" if n == 3 else None
+            a = beat(member, 0, topics=None if regex else list(topics), regex=regex,
+                     assignor=assignor)
+        elif op in ("beat", "beat-revoked", "resubscribe") and member is not None:
+            mine = group(h).members.get(member)
+            reported = [] if op == "beat-revoked" or mine is None else \
+                [{"topic_id": t, "partitions": sorted(ps)} for t, ps in mine.assigned.items()]
+            extra = {"topics": list(topics), "assignor": assignor} if op == "resubscribe" \
+                and n != 3 else {}
+            a = beat(member, epochs[member], owned=reported, **extra)
+        elif op == "leave" and member is not None:
+            beat(member, -1)
+            epochs.pop(member)
+            continue
+        elif op == "static-leave" and member is not None and member in instance_of:
+            a = beat(member, -2)
+            epochs.pop(member)
+            continue
+        elif op == "fail-next":
+            fail_next = True
+            continue
+        elif op == "wait":
+            h.advance(20_000)
+            h.settle()
+            continue
+        elif op == "grow":
+            size += 1
+            h.image.set("t", T, size)
+            continue
+        elif op == "topic-u":
+            h.image.set("u", U, 2)
+            continue
+        elif op == "no-topic-u":
+            h.image.delete("u")
+            continue
+        elif op == "regex-refresh":
+            h.advance(11_000)
+            h.settle()
+            continue
+        else:
+            continue
+        if a["error_code"] == E.NONE:
+            epochs[member] = a["member_epoch"]
+        else:
+            epochs.pop(member, None)
+        if "g" in h.core.groups:
+            assert all(len(holders) == 1 for holders in held_by(h).values())
+    h.settle()
+    assert_replay_equals_live(h)
