@@ -684,8 +684,11 @@ class PartitionLog:
 
     # --- retention and truncation -----------------------------------------------------
 
-    def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """Delete old segments by retention.ms / retention.bytes / log start.
+    def delete_old_segments(self, now_ms: int | None = None, *,
+                            below_start_only: bool = False) -> int:
+        """Delete old segments by retention.ms / retention.bytes / log start
+        (``below_start_only``: only the segments wholly below the log start, as
+        after DeleteRecords).
 
         Returns the number of segments deleted (UnifiedLog.deleteOldSegments).
         Like Kafka, a non-empty active segment that has expired goes too: a new
@@ -696,7 +699,8 @@ class PartitionLog:
         with self._structure:
             with self._lock:
                 self._check_open()
-                doomed = deletable_count(self.segments, self.log_start_offset, self.config, now)
+                doomed = deletable_count(self.segments, self.log_start_offset, self.config, now,
+                                         below_start_only)
                 if not doomed:
                     return 0
                 try:

@@ -65,6 +65,9 @@ _DATA = {
     2: [{"replica_id": -1, "isolation_level": 0, "topics": [{"name": "fuzz-a", "partitions": [
         {"partition_index": 0, "timestamp": t, "current_leader_epoch": -1}
         for t in (-1, -2, -3, 1_700_000_000_001)]}]}],
+    21: [{"topics": [{"name": "fuzz-a", "partitions": [
+        {"partition_index": 0, "offset": 1}, {"partition_index": 1, "offset": -1}]}],
+        "timeout_ms": 100}],
     22: [{"transactional_id": None, "transaction_timeout_ms": 1000}],
     23: [{"replica_id": -1, "topics": [{"topic": "fuzz-a", "partitions": [
         {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]}],

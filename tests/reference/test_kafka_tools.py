@@ -678,3 +678,21 @@ def test_dump_log_segments_decodes_consumer_group_records(tools, make_broker):
     assert sum(len(t["partitions"]) for t in current["data"]["assignedPartitions"]) == 2
     gone = [k for k, v in decoded if v is None and k["type"] in ("5", "7", "8")]
     assert len(gone) == 3  # the member left: its three records are tombstoned
+
+
+def test_kafka_delete_records_moves_the_log_start(tools, make_broker, tmp_path):
+    """``kafka-delete-records.sh --offset-json-file``, as Kafka's tool prints it."""
+    node = make_broker()
+    _produce(node, "trimmed", 12, partitions=2)
+    spec = tmp_path / "offsets.json"
+    spec.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "trimmed", "partition": 0, "offset": 4},
+        {"topic": "trimmed", "partition": 1, "offset": -1}]}))
+    out = _run("org.apache.kafka.tools.DeleteRecordsCommand", "--bootstrap-server",
+               node.bootstrap, "--offset-json-file", str(spec))
+    assert "Records delete operation completed:" in out
+    assert "partition: trimmed-0\tlow_watermark: 4" in out
+    assert "partition: trimmed-1\tlow_watermark: 6" in out
+    earliest = _run("org.apache.kafka.tools.GetOffsetShell", "--bootstrap-server",
+                    node.bootstrap, "--topic", "trimmed", "--time", "-2")
+    assert sorted(earliest.split()) == ["trimmed:0:4", "trimmed:1:6"]

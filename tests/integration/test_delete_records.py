@@ -1,0 +1,70 @@
+"""DeleteRecords (Kafka Streams purges its repartition topics with it; so does
+``kafka-delete-records``) through confluent-kafka's admin client: the log start
+moves, consumers from the earliest offset start there, and the move survives a
+restart and a SIGKILL."""
+
+from __future__ import annotations
+
+import signal
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support import BrokerProcess
+
+
+def _setup(bootstrap: str, topic: str) -> AdminClient:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 2, 1)]).values():
+        future.result(10)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(20):
+        producer.produce(topic, b"v%d" % i, partition=i % 2)
+    assert producer.flush(10) == 0
+    return admin
+
+
+def _earliest(bootstrap: str, topic: str) -> list[int]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
+    try:
+        return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[0]
+                for p in range(2)]
+    finally:
+        c.close()
+
+
+def test_deleted_records_are_gone_for_consumers(broker):
+    admin = _setup(broker.bootstrap, "dr-orders")
+    done = admin.delete_records([TopicPartition("dr-orders", 0, 4),
+                                 TopicPartition("dr-orders", 1, -1)])
+    lows = {tp.partition: f.result(10).low_watermark for tp, f in done.items()}
+    assert lows == {0: 4, 1: 10}
+    assert _earliest(broker.bootstrap, "dr-orders") == [4, 10]
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "dr-reader",
+                  "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition("dr-orders", 0, -2), TopicPartition("dr-orders", 1, -2)])
+    seen = []
+    for _ in range(100):
+        m = c.poll(0.1)
+        if m is not None and not m.error():
+            seen.append((m.partition(), m.offset()))
+        if len(seen) == 6:
+            break
+    c.close()
+    assert sorted(seen) == [(0, o) for o in range(4, 10)]
+
+
+def test_a_moved_log_start_survives_a_sigkill(tmp_path):
+    node = BrokerProcess(tmp_path).start()
+    try:
+        admin = _setup(node.bootstrap, "dr-kept")
+        done = admin.delete_records([TopicPartition("dr-kept", 0, 7)])
+        assert [f.result(10).low_watermark for f in done.values()] == [7]
+    finally:
+        node.proc.send_signal(signal.SIGKILL)
+        node.proc.wait(10)
+    again = BrokerProcess(tmp_path).start()
+    try:
+        assert _earliest(again.bootstrap, "dr-kept") == [7, 0]
+    finally:
+        assert again.terminate() == 0
