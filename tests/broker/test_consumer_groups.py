@@ -894,3 +894,61 @@ def test_static_members_regexes_topics_and_failed_writes_keep_the_invariants(ops
             assert all(len(holders) == 1 for holders in held_by(h).values())
     h.settle()
     assert_replay_equals_live(h)
+
+
+def test_the_metadata_hash_is_kafkas():
+    from broker.groups.consumer_membership import group_hash, topic_hash
+    # values computed by Kafka 4.4's Utils.computeTopicHash / computeGroupHash
+    bar = topic_hash(uuid.UUID(int=(5 << 64) | 7), "bar", 1)
+    assert bar == -7744607824951862104
+    assert group_hash({}) == 0
+    assert group_hash({"bar": bar}) != bar and group_hash({"bar": bar}) == group_hash(
+        {"bar": bar})
+    assert topic_hash(uuid.UUID(int=(5 << 64) | 7), "bar", 2) != bar
+    assert topic_hash(uuid.UUID(int=(5 << 64) | 8), "bar", 1) != bar
+
+
+def test_leaving_answers_as_kafka_does():
+    h = harness()
+    a = h.consumer_heartbeat(member="m1")
+    h.consumer_heartbeat(member="s1", instance="i1")
+    assert h.consumer_heartbeat(member="m1", epoch=-1, owned=owned(a)) == {
+        "error_code": E.NONE, "error_message": None, "member_id": "m1", "member_epoch": -1,
+        "heartbeat_interval_ms": 0, "assignment": None}
+    assert h.consumer_heartbeat(member="s1", epoch=-2, instance="i1") == {
+        "error_code": E.NONE, "error_message": None, "member_id": "s1", "member_epoch": -2,
+        "heartbeat_interval_ms": 0, "assignment": None}
+    refusals = {
+        ("nope", "m1", -1, None): (E.GROUP_ID_NOT_FOUND, "Group nope not found."),
+        ("g", "zz", -1, None): (E.UNKNOWN_MEMBER_ID, "Member zz is not a member of group g."),
+        ("g", "zz", -2, "i9"): (E.UNKNOWN_MEMBER_ID, "Instance id i9 is unknown."),
+        ("g", "zz", -1, "i1"): (E.FENCED_INSTANCE_ID,
+                                "Static member zz with instance id i1 was fenced by member s1."),
+    }
+    for (gid, member, epoch, instance), expected in refusals.items():
+        answer = h.consumer_heartbeat(group=gid, member=member, epoch=epoch, instance=instance)
+        assert answer == {"error_code": expected[0], "error_message": expected[1],
+                          "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0,
+                          "assignment": None}
+    h.stable_group("cl")
+    answer = h.consumer_heartbeat(group="cl", member="m1", epoch=-1)
+    assert (answer["error_code"], answer["error_message"]) == \
+        (E.GROUP_ID_NOT_FOUND, "Group cl is not a consumer group.")
+
+
+def test_a_new_group_whose_first_write_fails_never_was():
+    h = harness()
+    ticket = h.commit("g", {("t", 0): (3, "")})  # a simple (classic) group with an offset
+    h.settle()
+    assert h.answer(ticket) == {("t", 0): E.NONE}
+    answer = h.consumer_heartbeat(member="m1", settle=False)
+    assert answer is None
+    h.settle(E.NOT_LEADER_OR_FOLLOWER)
+    assert not isinstance(h.core.groups["g"], ConsumerGroup)  # the classic group is back
+    assert h.core.fetch_offsets("g", [("t", [0])])[1][0][1][0][1].offset == 3
+    fresh = h.consumer_heartbeat(group="new", member="m1", settle=False)
+    assert fresh is None
+    h.settle(E.NOT_LEADER_OR_FOLLOWER)
+    assert "new" not in h.core.groups
+    h.advance(60_000)  # its session timer finds no group: nothing is written
+    assert h.settle() == 0
