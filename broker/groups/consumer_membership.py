@@ -21,11 +21,8 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
 
-import re2
 import structlog
-import xxhash
 
 from broker.groups import assignors
 from broker.groups.common import CoordinatorConfig, map_write_error
@@ -40,6 +37,23 @@ from broker.groups.consumer_group import (
     describe_assignment,
     topic_partitions,
 )
+from broker.groups.reconciliation import (
+    FencedMember,
+    epochs_of_assigned,
+    is_subset,
+    reconcile,
+    reconcile_reason,
+)
+from broker.groups.subscriptions import (  # noqa: F401 (StaticImage, the hashes: re-exported)
+    TOPIC_HASHES,
+    InvalidRegex,
+    StaticImage,
+    TopicImage,
+    check_regex,
+    compiled_regex,
+    group_hash,
+    topic_hash,
+)
 from broker.runtime.outcome import Outcome, Write
 from protocol import group_records as G
 from protocol.errors import ErrorCode as E
@@ -47,55 +61,9 @@ from protocol.errors import ErrorCode as E
 log = structlog.get_logger("kcoord.groups")
 
 CS = ConsumerGroupState
-
-
-class TopicImage(Protocol):
-    """What the consumer groups need of the broker's topics (Kafka's
-    ``MetadataImage``): ``version`` changes whenever a topic is created,
-    deleted or grows."""
-    version: int
-
-    def lookup(self, name: str) -> tuple[uuid.UUID, int] | None: ...
-
-    def name_of(self, topic_id: uuid.UUID) -> str | None: ...
-
-    def topic_names(self): ...
-
-
-class StaticImage:
-    """A fixed set of topics: ``{name: (topic id, partitions)}`` (tests, and a
-    shard that is not told of the broker's topics)."""
-
-    def __init__(self, topics: Mapping[str, tuple[uuid.UUID, int]] | None = None):
-        self.topics = dict(topics or {})
-        self.version = 0
-        self.created_version = 0
-
-    def set(self, name: str, topic_id: uuid.UUID | None = None, partitions: int = 1) -> uuid.UUID:
-        if topic_id is None:
-            topic_id = self.topics[name][0] if name in self.topics else uuid.uuid4()
-        created = name not in self.topics
-        self.topics[name] = (topic_id, partitions)
-        self.version += 1
-        if created:
-            self.created_version = self.version
-        return topic_id
-
-    def delete(self, name: str) -> None:
-        self.topics.pop(name, None)
-        self.version += 1
-
-    def lookup(self, name: str):
-        return self.topics.get(name)
-
-    def topic_names(self):
-        return self.topics.keys()
-
-    def name_of(self, topic_id: uuid.UUID):
-        for name, (tid, _n) in self.topics.items():
-            if tid == topic_id:
-                return name
-        return None
+_REGEX_SAME, _REGEX_UPDATED, _REGEX_RESOLVED = 0, 1, 2
+_REGEX_MIN_REFRESH_MS = 10_000  # GroupMetadataManager: at most one refresh per 10 s
+_REGEX_REFRESH_MS = 600_000  # group.consumer.regex.refresh.interval.ms
 
 
 class _Pending:
@@ -385,7 +353,7 @@ class ConsumerGroupManager:
             req.rebalance_timeout_ms != -1 and req.owned is not None and
             (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
         if full or reconciled.assigned != member.assigned or \
-                _epochs_of_assigned(reconciled) != _epochs_of_assigned(member):
+                epochs_of_assigned(reconciled) != epochs_of_assigned(member):
             answer["assignment"] = {"topic_partitions": topic_partitions(reconciled.assigned)}
         return group, records, answer
 
@@ -407,7 +375,10 @@ class ConsumerGroupManager:
                 records.append((G.CONSUMER_GROUP_REGULAR_EXPRESSION, old, None))
             if new:
                 if counts.get(new, 0) == 0:
-                    _check_regex(new)
+                    try:
+                        check_regex(new)
+                    except InvalidRegex as error:
+                        raise HeartbeatError(E.INVALID_REGULAR_EXPRESSION, str(error)) from None
                     require = True
                 elif new in group.resolved:
                     status = _REGEX_RESOLVED
@@ -442,7 +413,7 @@ class ConsumerGroupManager:
         version = self.metadata.version
         names = list(self.metadata.topic_names())
         for regex in sorted(group.regex_counts):
-            pattern = _compiled(regex)
+            pattern = compiled_regex(regex)
             topics = frozenset(n for n in names if pattern is not None and pattern.fullmatch(n))
             previous = resolved.get(regex)
             if previous is None or previous[0] != topics:
@@ -542,7 +513,7 @@ class ConsumerGroupManager:
                 f"abandon all its partitions and rejoin.")
         if received < member.member_epoch:
             if received != member.previous_member_epoch or \
-                    not _is_subset(req.owned, member.assigned):
+                    not is_subset(req.owned, member.assigned):
                 raise HeartbeatError(
                     E.FENCED_MEMBER_EPOCH,
                     f"The consumer group member has a smaller member epoch ({received}) than "
@@ -607,11 +578,11 @@ class ConsumerGroupManager:
             found = self.metadata.lookup(name)
             if found is not None:
                 key = (name, found[0], found[1])
-                cached = _TOPIC_HASHES.get(key)
+                cached = TOPIC_HASHES.get(key)
                 if cached is None:
-                    if len(_TOPIC_HASHES) >= 10_000:
-                        _TOPIC_HASHES.clear()
-                    cached = _TOPIC_HASHES[key] = topic_hash(found[0], name, found[1])
+                    if len(TOPIC_HASHES) >= 10_000:
+                        TOPIC_HASHES.clear()
+                    cached = TOPIC_HASHES[key] = topic_hash(found[0], name, found[1])
                 hashes[name] = cached
         return group_hash(hashes)
 
@@ -728,8 +699,11 @@ class ConsumerGroupManager:
                 member.member_epoch == target_epoch:
             return member  # ConsumerGroupMember.isReconciledTo
         subscribed = self._topic_ids(group.topics_of(member))
-        updated = reconcile(member, target_epoch, target, subscribed, group.partition_epoch,
-                            owned, subscription_changed)
+        try:
+            updated = reconcile(member, target_epoch, target, subscribed,
+                                group.partition_epoch, owned, subscription_changed)
+        except FencedMember as error:
+            raise HeartbeatError(E.FENCED_MEMBER_EPOCH, str(error)) from None
         if updated.same_assignment(member):
             return member
         records.append((G.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, member.member_id,
@@ -744,7 +718,7 @@ class ConsumerGroupManager:
                  state=updated.state.name,
                  assigned=describe_assignment(updated.assigned, names),
                  pending_revocation=describe_assignment(updated.pending_revocation, names),
-                 reason=_reconcile_reason(updated))
+                 reason=reconcile_reason(updated))
         if updated.state is MemberState.UNREVOKED_PARTITIONS:
             self.timers.schedule(("cg-revoke", group.group_id, member.member_id),
                                  now + max(updated.rebalance_timeout_ms, 0),
@@ -956,230 +930,6 @@ class ConsumerGroupManager:
         self.timers.cancel(("cg-regex", group.group_id))
         for member_id in group.members:
             self._cancel_timers(group.group_id, member_id)
-
-
-def reconcile(member: ConsumerMember, target_epoch: int, target: Assignment,
-              subscribed: frozenset[uuid.UUID],
-              partition_epoch: Callable[[uuid.UUID, int], int],
-              owned: list[dict] | None, subscription_changed: bool = False) -> ConsumerMember:
-    """The member's next step towards its target (CurrentAssignmentBuilder.build):
-    partitions it must give up are revoked first and it keeps its epoch until it
-    no longer reports them; it gets new partitions only once no other member
-    holds them."""
-    state = member.state
-    if state is MemberState.STABLE:
-        if member.member_epoch != target_epoch:
-            return _next_assignment(member, member.member_epoch, target_epoch, target,
-                                    subscribed, partition_epoch, owned)
-        if subscription_changed:
-            return _unsubscribed_revoked(member, subscribed, owned)
-        return member
-    if state is MemberState.UNREVOKED_PARTITIONS:
-        if _owns_any(owned, member.pending_revocation):
-            return _unsubscribed_revoked(member, subscribed, owned) if subscription_changed \
-                else member
-        return _next_assignment(member, member.member_epoch, target_epoch, target, subscribed,
-                                partition_epoch, owned)
-    if state is MemberState.UNRELEASED_PARTITIONS:
-        return _next_assignment(member, member.member_epoch, target_epoch, target, subscribed,
-                                partition_epoch, owned)
-    # UNKNOWN: a state from a newer coordinator; the member starts again from nothing
-    if owned is None or owned:
-        raise HeartbeatError(E.FENCED_MEMBER_EPOCH,
-                             "The consumer group member is in a unknown state. The member "
-                             "must abandon all its partitions and rejoin.")
-    return _next_assignment(member, target_epoch, target_epoch, target, subscribed,
-                            partition_epoch, owned)
-
-
-def _owns_any(owned: list[dict] | None, partitions: Assignment) -> bool:
-    """Whether the member still reports one of ``partitions`` (a heartbeat without
-    its owned partitions counts as still owning them)."""
-    if owned is None:
-        return True
-    for item in owned:
-        held = partitions.get(item["topic_id"])
-        if held and any(p in held for p in item["partitions"]):
-            return True
-    return False
-
-
-def _next_assignment(member: ConsumerMember, member_epoch: int, target_epoch: int,
-                     target: Assignment, subscribed: frozenset[uuid.UUID], partition_epoch,
-                     owned) -> ConsumerMember:
-    """CurrentAssignmentBuilder.computeNextAssignment."""
-    unreleased = False
-    assigned: dict[uuid.UUID, frozenset[int]] = {}
-    revoking: dict[uuid.UUID, frozenset[int]] = {}
-    pending: dict[uuid.UUID, frozenset[int]] = {}
-    for topic_id in {*target, *member.assigned}:
-        want = target.get(topic_id, frozenset()) if topic_id in subscribed else frozenset()
-        have = member.assigned.get(topic_id, frozenset())
-        mine = member.pending_revocation.get(topic_id, frozenset())
-        keep = have & want
-        revoke = have - keep
-        new = want - keep
-        free = frozenset(p for p in new if partition_epoch(topic_id, p) == -1 or p in mine)
-        if free != new:
-            unreleased = True
-        if keep:
-            assigned[topic_id] = keep
-        if revoke:
-            revoking[topic_id] = revoke
-        if free:
-            pending[topic_id] = free
-    epochs = {k: e for k, e in member.epochs.items()
-              if k[1] in assigned.get(k[0], ()) or k[1] in revoking.get(k[0], ())}
-    if revoking and _owns_any(owned, revoking):
-        return _moved(member, member_epoch, MemberState.UNREVOKED_PARTITIONS, assigned,
-                      revoking, epochs)
-    epochs = {k: e for k, e in epochs.items() if k[1] in assigned.get(k[0], ())}
-    if pending:
-        for topic_id, parts in pending.items():
-            assigned[topic_id] = assigned.get(topic_id, frozenset()) | parts
-            for p in parts:
-                epochs[(topic_id, p)] = target_epoch
-    state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
-    return _moved(member, target_epoch, state, assigned, {}, epochs)
-
-
-def _unsubscribed_revoked(member: ConsumerMember, subscribed: frozenset[uuid.UUID],
-                          owned) -> ConsumerMember:
-    """CurrentAssignmentBuilder.updateCurrentAssignment: the subscription changed
-    and the epoch did not; the topics left are revoked at once."""
-    if not subscribed and not member.pending_revocation:
-        assigned: dict = {}
-        pending = dict(member.assigned)
-    else:
-        assigned = {t: ps for t, ps in member.assigned.items() if t in subscribed}
-        pending = dict(member.pending_revocation)
-        for t, ps in member.assigned.items():
-            if t not in subscribed:
-                pending[t] = pending.get(t, frozenset()) | ps
-    if assigned == member.assigned:
-        return member
-    if pending and _owns_any(owned, pending):
-        return _moved(member, member.member_epoch, MemberState.UNREVOKED_PARTITIONS, assigned,
-                      pending, member.epochs)
-    return _moved(member, member.member_epoch, member.state, assigned,
-                  member.pending_revocation, member.epochs)
-
-
-def _moved(member: ConsumerMember, epoch: int, state: MemberState, assigned: Assignment,
-           revoking: Assignment, epochs) -> ConsumerMember:
-    """ConsumerGroupMember.Builder.updateMemberEpoch: the previous epoch is the one
-    the member had (the same one when it stays)."""
-    return member.with_(member_epoch=epoch, previous_member_epoch=member.member_epoch,
-                        state=state, assigned=assigned, pending_revocation=revoking,
-                        epochs=epochs)
-
-
-def _is_subset(owned: list[dict] | None, assigned: Assignment) -> bool:
-    if owned is None:
-        return False
-    for item in owned:
-        held = assigned.get(item["topic_id"], frozenset())
-        if any(p not in held for p in item["partitions"]):
-            return False
-    return True
-
-
-def _epochs_of_assigned(member: ConsumerMember) -> dict:
-    return {k: e for k, e in member.epochs.items() if k[1] in member.assigned.get(k[0], ())}
-
-
-def topic_hash(topic_id: uuid.UUID, name: str, partitions: int) -> int:
-    """Utils.computeTopicHash (XXH3-64, little-endian, strings as UTF-16LE and
-    their length); a single broker has no racks."""
-    raw = topic_id.bytes
-    data = bytearray(b"\x00")
-    data += raw[0:8][::-1] + raw[8:16][::-1]
-    data += _java_string(name)
-    data += struct.pack("<i", partitions)
-    for i in range(partitions):
-        data += struct.pack("<i", i)
-    return _signed64(xxhash.xxh3_64_intdigest(bytes(data)))
-
-
-def group_hash(topic_hashes: Mapping[str, int]) -> int:
-    """Utils.computeGroupHash: over the topic hashes in topic-name order (Java's)."""
-    if not topic_hashes:
-        return 0
-    names = sorted(topic_hashes, key=lambda n: n.encode("utf-16-be"))
-    return _signed64(xxhash.xxh3_64_intdigest(
-        b"".join(struct.pack("<q", topic_hashes[n]) for n in names)))
-
-
-def _java_string(text: str) -> bytes:
-    units = text.encode("utf-16-le")
-    return units + struct.pack("<i", len(units) // 2)
-
-
-def _signed64(value: int) -> int:
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def _reconcile_reason(member: ConsumerMember) -> str:
-    if member.state is MemberState.UNREVOKED_PARTITIONS:
-        return "it must revoke partitions before it moves to the new epoch"
-    if member.state is MemberState.UNRELEASED_PARTITIONS:
-        return "some of its target partitions are still held by other members"
-    return "it reached its target assignment"
-
-
-# (topic name, id, partition count) -> its hash (Kafka's topicHashCache)
-_TOPIC_HASHES: dict[tuple[str, uuid.UUID, int], int] = {}
-_REGEX_SAME, _REGEX_UPDATED, _REGEX_RESOLVED = 0, 1, 2
-_REGEX_MIN_REFRESH_MS = 10_000  # GroupMetadataManager: at most one refresh per 10 s
-_REGEX_REFRESH_MS = 600_000  # group.consumer.regex.refresh.interval.ms
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False
-_COMPILED: dict[str, object] = {}
-
-# RE2's messages for a bad expression, and RE2J's (the library Kafka uses), whose
-# description Kafka's INVALID_REGULAR_EXPRESSION message carries.
-_RE2J_DESCRIPTIONS = [
-    ("missing )", "missing closing )"),
-    ("missing ]", "missing closing ]"),
-    ("unexpected )", "regexp/syntax: internal error"),  # what RE2/J answers, as Kafka shows
-    ("invalid repetition size", "invalid repeat count"),
-    ("bad repetition operator", "invalid nested repetition operator"),
-    ("missing argument to repetition operator", "missing argument to repetition operator"),
-    ("bad repetition argument", "invalid repeat count"),
-    ("invalid perl operator", "invalid or unsupported Perl syntax"),
-    ("invalid escape sequence", "invalid escape sequence"),
-    ("trailing \\", "trailing backslash at end of expression"),
-    ("invalid character class range", "invalid character class range"),
-    ("invalid character class", "invalid character class"),
-    ("invalid named capture group", "invalid named capture"),
-    ("invalid UTF-8", "invalid UTF-8"),
-]
-
-
-def _compiled(regex: str):
-    """The expression compiled with RE2 (None if it does not compile)."""
-    if regex not in _COMPILED:
-        if len(_COMPILED) > 10_000:
-            _COMPILED.clear()
-        try:
-            _COMPILED[regex] = re2.compile(regex, _RE2_OPTIONS)
-        except re2.error:
-            _COMPILED[regex] = None
-    return _COMPILED[regex]
-
-
-def _check_regex(regex: str) -> None:
-    """Utils.throwIfRegularExpressionIsInvalid (RE2J syntax, which RE2 shares)."""
-    try:
-        re2.compile(regex, _RE2_OPTIONS)
-    except re2.error as error:
-        detail = error.args[0] if error.args else b""
-        text = detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)
-        description = next((j for c, j in _RE2J_DESCRIPTIONS if text.startswith(c)), text)
-        raise HeartbeatError(
-            E.INVALID_REGULAR_EXPRESSION,
-            f"SubscribedTopicRegex `{regex}` is not a valid regular expression: "
-            f"{description}.") from None
 
 
 def _java_hash_order(names) -> list[str]:

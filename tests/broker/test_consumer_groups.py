@@ -952,3 +952,22 @@ def test_a_new_group_whose_first_write_fails_never_was():
     assert "new" not in h.core.groups
     h.advance(60_000)  # its session timer finds no group: nothing is written
     assert h.settle() == 0
+
+
+def test_a_member_in_a_state_from_a_newer_coordinator_starts_again_from_nothing():
+    h = harness()
+    h.consumer_heartbeat(member="m1")
+    records = list(h.durable)
+    key = G.consumer_group_key(G.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, "g", "m1")
+    records.append((key, G.consumer_group_value(G.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, {
+        "member_epoch": 2, "previous_member_epoch": 1, "state": 99,
+        "assigned_partitions": [], "partitions_pending_revocation": []})))
+    other = harness()
+    other.core.install(replay(records), other.now)
+    assert group(other).members["m1"].state is MemberState.UNKNOWN
+    refused = other.consumer_heartbeat(member="m1", epoch=2, owned=None)
+    assert (refused["error_code"], refused["error_message"]) == (
+        E.FENCED_MEMBER_EPOCH, "The consumer group member is in a unknown state. The member "
+                               "must abandon all its partitions and rejoin.")
+    again = other.consumer_heartbeat(member="m1", epoch=2, owned=[])
+    assert again["error_code"] == E.NONE and parts(again) == {(T, p) for p in range(6)}
