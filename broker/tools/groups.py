@@ -26,6 +26,7 @@ ACTIONS = ("list", "describe", "delete", "reset-offsets", "delete-offsets")
 _STATES = {"preparingrebalance": "PreparingRebalance", "completingrebalance":
            "CompletingRebalance", "stable": "Stable", "dead": "Dead", "empty": "Empty",
            "assigning": "Assigning", "reconciling": "Reconciling"}
+_TYPES = {"consumer": "Consumer", "classic": "Classic"}
 
 
 def add_parser(sub) -> None:
@@ -85,6 +86,9 @@ def add_parser(sub) -> None:
     parser.add_argument("--state", nargs="?", const="", default=None, metavar="STATES",
                         help="with --list: show states, only these if given (comma-separated); "
                              "with --describe: the group's state")
+    parser.add_argument("--type", nargs="?", const="", default=None, metavar="TYPES",
+                        help="with --list: show each group's type (Consumer, Classic), only "
+                             "these if given (comma-separated)")
     parser.add_argument("--timeout", type=int, default=5000, metavar="MS",
                         help="how long to wait for an answer (default 5000)")
 
@@ -109,7 +113,7 @@ def run(args, out=sys.stdout, err=sys.stderr) -> int:
     with client:
         tool = _Groups(client, out, err)
         if actions[0] == "list":
-            return tool.list(args.state)
+            return tool.list(args.state, args.type)
         groups = tool.consumer_group_ids() if args.all_groups else args.group
         if actions[0] == "delete":
             return tool.delete(groups)
@@ -148,9 +152,9 @@ class _Groups:
 
     # -- listing -------------------------------------------------------------------------
 
-    def _listed(self, states=()) -> list[dict]:
+    def _listed(self, states=(), types=()) -> list[dict]:
         answer = self.client.call(16, 5, {"states_filter": list(states),
-                                          "types_filter": []})
+                                          "types_filter": list(types)})
         if answer["error_code"] != ErrorCode.NONE:
             raise RuntimeError(ErrorCode(answer["error_code"]).name)
         # Consumer groups: those of the consumer protocol, and empty ones.
@@ -159,23 +163,38 @@ class _Groups:
     def consumer_group_ids(self) -> list[str]:
         return [g["group_id"] for g in self._listed()]
 
-    def list(self, state_filter: str | None) -> int:
-        if state_filter is None:
+    def list(self, state_filter: str | None, type_filter: str | None = None) -> int:
+        if state_filter is None and type_filter is None:
             for group in self._listed():
                 self._print(group["group_id"])
             return 0
-        wanted = [s.strip() for s in state_filter.split(",") if s.strip()]
+        wanted = [s.strip() for s in (state_filter or "").split(",") if s.strip()]
         unknown = [s for s in wanted if s.lower() not in _STATES]
         if unknown:
             self._print(f"\nError: Executing consumer group command failed due to "
                         f"Invalid state list '{state_filter}'. Valid states are: "
                         f"{', '.join(_STATES.values())}")
             return 1
-        groups = self._listed(_STATES[s.lower()] for s in wanted)
+        types = [t.strip() for t in (type_filter or "").split(",") if t.strip()]
+        if any(t.lower() not in _TYPES for t in types):
+            self._print(f"Invalid types list '{type_filter}'. Valid types are: "
+                        f"{', '.join(_TYPES.values())}", to=self.err)
+            return 1
+        groups = self._listed([_STATES[s.lower()] for s in wanted], [t.lower() for t in types])
         width = max([15] + [len(g["group_id"]) for g in groups]) + 10
-        self._print(f"{'GROUP':<{width}} {'STATE':<20}")
+        header = f"{'GROUP':<{width}}"
+        if type_filter is not None:
+            header += f" {'TYPE':<20}"
+        if state_filter is not None:
+            header += f" {'STATE':<20}"
+        self._print(header)
         for g in groups:
-            self._print(f"{g['group_id']:<{width}} {g['group_state']:<20}")
+            line = f"{g['group_id']:<{width}}"
+            if type_filter is not None:
+                line += f" {_TYPES.get(g['group_type'], g['group_type']):<20}"
+            if state_filter is not None:
+                line += f" {g['group_state']:<20}"
+            self._print(line)
         return 0
 
     # -- describing ------------------------------------------------------------------------
