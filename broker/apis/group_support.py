@@ -46,5 +46,32 @@ def split_known(broker, topics):
     return errors, known
 
 
+class _Named:
+    """A request's topic named by the topic its id names (OffsetCommit v10)."""
+
+    __slots__ = ("name", "partitions")
+
+    def __init__(self, name: str, partitions):
+        self.name = name
+        self.partitions = partitions
+
+
+def by_name(broker, topics, by_id: bool):
+    """The request's topics with names, and the indexes of those whose id no
+    topic has (UNKNOWN_TOPIC_ID, with no partition checked); topics named by
+    name come back as they are."""
+    if not by_id:
+        return list(topics), set()
+    named, unknown = [], set()
+    for i, topic in enumerate(topics):
+        found = broker.topics.by_id(topic.topic_id)
+        if found is None:
+            unknown.add(i)
+            named.append(_Named("", []))
+        else:
+            named.append(_Named(found.name, topic.partitions))
+    return named, unknown
+
+
 def first_error(*codes) -> ErrorCode:
     return next((c for c in codes if c != ErrorCode.NONE), ErrorCode.NONE)

@@ -1,4 +1,4 @@
-"""OffsetCommit (key 8), versions 1-9.
+"""OffsetCommit (key 8), versions 1-10.
 
 - v0 (offsets in ZooKeeper) is not served, as in KRaft Kafka.
 - Topics are checked first: an unknown topic or partition gets
@@ -9,21 +9,24 @@
   gets GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before (the new
   coordinator).  The commit timestamp is always the broker's time.
 - v2-4 retention times give the record an expiry time (OffsetCommitValue v1).
+- v10 names topics by id: an id no topic has gets UNKNOWN_TOPIC_ID.
 """
 
 from __future__ import annotations
 
 from broker.apis import api
-from broker.apis.group_support import split_known, when_answered
+from broker.apis.group_support import by_name, split_known, when_answered
 from broker.groups.offsets import OffsetAndMetadata
+from protocol.errors import ErrorCode
 
 
-@api(key=8, versions=(1, 9))
+@api(key=8, versions=(1, 10))
 def offset_commit(ctx, request):
     version = ctx.api_version
     broker = ctx.broker
     groups = broker.groups
-    answer, known = split_known(broker, request.topics)
+    named, unknown_ids = by_name(broker, request.topics, version >= 10)
+    answer, known = split_known(broker, named)
     offsets = {tp: OffsetAndMetadata(p.committed_offset,
                                      p.committed_leader_epoch if version >= 6 else -1,
                                      p.committed_metadata or "")
@@ -32,11 +35,12 @@ def offset_commit(ctx, request):
     def shape(committed):
         answer.update(committed)
         return {"throttle_time_ms": 0, "topics": [
-            {"name": topic.name, "partitions": [
+            {"name": topic.name, "topic_id": topic.topic_id, "partitions": [
                 {"partition_index": p.partition_index,
-                 "error_code": answer[(topic.name, p.partition_index)]}
+                 "error_code": ErrorCode.UNKNOWN_TOPIC_ID if i in unknown_ids
+                 else answer[(named_topic.name, p.partition_index)]}
                 for p in topic.partitions]}
-            for topic in request.topics]}
+            for i, (topic, named_topic) in enumerate(zip(request.topics, named))]}
 
     if not offsets:
         return shape({})

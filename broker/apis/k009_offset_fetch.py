@@ -1,4 +1,4 @@
-"""OffsetFetch (key 9), versions 1-9.
+"""OffsetFetch (key 9), versions 1-10.
 
 - v0 (offsets in ZooKeeper) is not served, as in KRaft Kafka.
 - v1-7 ask for one group, v8+ for several; null topics (v2+) ask for every
@@ -10,6 +10,8 @@
 - A missing group answers -1 for every partition asked (it is not created).
 - v9: a member of a consumer group (KIP-848) fetches with its member id and
   current epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH otherwise).
+- v10 names topics by id: an id no topic has gets UNKNOWN_TOPIC_ID for each
+  partition asked; all the offsets of a group list each topic by its id.
 - v1 has no group-level error: a group error is copied into every partition.
 """
 
@@ -36,7 +38,7 @@ def _fetch(groups, group_id: str, topics, member_id=None, member_epoch=-1):
                   for t, parts in found]
 
 
-@api(key=9, versions=(1, 9))
+@api(key=9, versions=(1, 10))
 def offset_fetch(ctx, request):
     version = ctx.api_version
     groups = ctx.broker.groups
@@ -46,12 +48,15 @@ def offset_fetch(ctx, request):
         if pending:
             async def when_written():
                 await asyncio.wait(pending)
-                return _answer(groups, request, version)
+                return _answer(groups, request, version, ctx.broker)
             return when_written()
-    return _answer(groups, request, version)
+    return _answer(groups, request, version, ctx.broker)
 
 
-def _answer(groups, request, version: int) -> dict:
+def _answer(groups, request, version: int, broker=None) -> dict:
+    if version >= 10:
+        return {"throttle_time_ms": 0,
+                "groups": [_by_id(broker, groups, g) for g in request.groups]}
     if version >= 8:
         answers = []
         for g in request.groups:
@@ -67,3 +72,32 @@ def _answer(groups, request, version: int) -> dict:
         found = [{"name": name, "partitions": [_partition(i, None, code) for i in parts]}
                  for name, parts in topics]
     return {"throttle_time_ms": 0, "topics": found, "error_code": code}
+
+
+def _by_id(broker, groups, g) -> dict:
+    """One group of an OffsetFetch v10: topics asked and answered by id."""
+    topics = broker.topics
+    if g.topics is None:
+        code, found = _fetch(groups, g.group_id, None, g.member_id, g.member_epoch)
+        listed = []
+        for t in found:
+            topic = topics.get(t["name"])
+            if topic is not None:  # a committed topic that is gone has no id to name it by
+                listed.append({**t, "topic_id": topic.topic_id})
+        return {"group_id": g.group_id, "topics": listed, "error_code": code}
+    asked, unknown = [], []
+    for t in g.topics:
+        topic = topics.by_id(t.topic_id)
+        if topic is None:
+            unknown.append(t)
+        else:
+            asked.append((topic, list(t.partition_indexes)))
+    code, found = _fetch(groups, g.group_id, [(topic.name, parts) for topic, parts in asked],
+                         g.member_id, g.member_epoch)
+    if code != ErrorCode.NONE:
+        return {"group_id": g.group_id, "topics": [], "error_code": code}
+    answered = [{**t, "topic_id": topic.topic_id} for (topic, _p), t in zip(asked, found)]
+    answered += [{"topic_id": t.topic_id, "partitions": [
+        _partition(i, None, ErrorCode.UNKNOWN_TOPIC_ID) for i in t.partition_indexes]}
+        for t in unknown]
+    return {"group_id": g.group_id, "topics": answered, "error_code": code}

@@ -1,4 +1,4 @@
-"""OffsetCommit (key 8): versions 0-9, flexible from 8.
+"""OffsetCommit (key 8): versions 0-10, flexible from 8.
 
 Version notes:
 - v0 carries neither generation nor member id (ZooKeeper-era offsets).
@@ -8,6 +8,7 @@ Version notes:
 - v3 adds the throttle time; v6 ``committed_leader_epoch``; v7 static
   membership (``group_instance_id``).
 - v9 lets a consumer-protocol member commit with its member epoch.
+- v10 names topics by id instead of name (KIP-848).
 """
 
 from protocol.schema import F, S, Api
@@ -15,7 +16,7 @@ from protocol.schema import F, S, Api
 OFFSET_COMMIT = Api(
     key=8,
     name="OffsetCommit",
-    versions="0-9",
+    versions="0-10",
     flexible="8+",
     request=S(
         F("group_id", "string"),
@@ -24,7 +25,8 @@ OFFSET_COMMIT = Api(
         F("group_instance_id", "string", v="7+", nullable="7+", default=None),
         F("retention_time_ms", "int64", v="2-4", default=-1),
         F("topics", [S(
-            F("name", "string"),
+            F("name", "string", v="0-9", default=""),
+            F("topic_id", "uuid", v="10+"),
             F("partitions", [S(
                 F("partition_index", "int32"),
                 F("committed_offset", "int64"),
@@ -37,7 +39,8 @@ OFFSET_COMMIT = Api(
     response=S(
         F("throttle_time_ms", "int32", v="3+"),
         F("topics", [S(
-            F("name", "string"),
+            F("name", "string", v="0-9", default=""),
+            F("topic_id", "uuid", v="10+"),
             F("partitions", [S(
                 F("partition_index", "int32"),
                 F("error_code", "int16"),

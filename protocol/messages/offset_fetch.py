@@ -1,4 +1,4 @@
-"""OffsetFetch (key 9): versions 0-9, flexible from 6.
+"""OffsetFetch (key 9): versions 0-10, flexible from 6.
 
 Version notes:
 - v0-7 ask for one group; ``topics`` null (v2+) asks for every committed
@@ -7,6 +7,7 @@ Version notes:
 - v8 batches groups: ``groups`` replaces ``group_id``/``topics`` and the
   answer moves into per-group entries with their own error code.
 - v9 adds ``member_id`` and ``member_epoch`` for consumer-protocol members.
+- v10 names topics by id instead of name (KIP-848).
 """
 
 from protocol.schema import F, S, Api
@@ -14,7 +15,7 @@ from protocol.schema import F, S, Api
 OFFSET_FETCH = Api(
     key=9,
     name="OffsetFetch",
-    versions="0-9",
+    versions="0-10",
     flexible="6+",
     request=S(
         F("group_id", "string", v="0-7"),
@@ -27,7 +28,8 @@ OFFSET_FETCH = Api(
             F("member_id", "string", v="9+", nullable="9+", default=None),
             F("member_epoch", "int32", v="9+", default=-1),
             F("topics", [S(
-                F("name", "string", v="8+"),
+                F("name", "string", v="8-9", default=""),
+                F("topic_id", "uuid", v="10+"),
                 F("partition_indexes", ["int32"], v="8+"),
             )], v="8+", nullable="8+"),
         )], v="8+"),
@@ -49,7 +51,8 @@ OFFSET_FETCH = Api(
         F("groups", [S(
             F("group_id", "string", v="8+"),
             F("topics", [S(
-                F("name", "string", v="8+"),
+                F("name", "string", v="8-9", default=""),
+                F("topic_id", "uuid", v="10+"),
                 F("partitions", [S(
                     F("partition_index", "int32", v="8+"),
                     F("committed_offset", "int64", v="8+"),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import time
+import uuid
 
 import pytest
 
@@ -255,3 +256,39 @@ def test_invalid_regexes_are_refused_with_kafkas_message(d, regex):
     body = lambda side: {**hb(group, "member-x", 0, topic=topic, owned=[],  # noqa: E731
                               rebalance=60_000)(side), "subscribed_topic_regex": regex}
     assert d.same(68, 1, body)["error_code"] == 128
+
+
+def test_offsets_by_topic_id_as_on_kafka(d):
+    """OffsetCommit v10 and OffsetFetch v10 name topics by id (KIP-848): a simple
+    consumer's commit, a member's, an id no topic has, and all of a group's
+    offsets."""
+    group, topic = _setup(d)
+    nobody = uuid.UUID(int=0xDEAD)
+
+    def commit(epoch=-1, member="", ids=True):
+        def body(side):
+            topics = [{"topic_id": side.topic_ids[topic], "partitions": [
+                {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1,
+                 "committed_metadata": "m"},
+                {"partition_index": 9, "committed_offset": 1, "committed_leader_epoch": -1,
+                 "committed_metadata": ""}]}]
+            if ids:
+                topics.append({"topic_id": nobody, "partitions": [
+                    {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                     "committed_metadata": ""}]})
+            return {"group_id": group, "generation_id_or_member_epoch": epoch,
+                    "member_id": member, "group_instance_id": None, "topics": topics}
+        return body
+
+    d.same(8, 10, commit())
+    fetch = lambda side: {"require_stable": True, "groups": [  # noqa: E731
+        {"group_id": group, "member_id": None, "member_epoch": -1, "topics": [
+            {"topic_id": side.topic_ids[topic], "partition_indexes": [0, 1]},
+            {"topic_id": nobody, "partition_indexes": [0]}]}]}
+    d.same(9, 10, fetch)
+    d.same(9, 10, {"require_stable": False, "groups": [
+        {"group_id": group, "member_id": None, "member_epoch": -1, "topics": None},
+        {"group_id": "kip848-none", "member_id": None, "member_epoch": -1, "topics": None}]})
+    joined = d.same(68, 1, join(group, "member-a", topic))
+    d.same(8, 10, commit(joined["member_epoch"], "member-a", ids=False))
+    d.same(8, 10, commit(joined["member_epoch"] + 1, "member-a", ids=False))

@@ -80,7 +80,8 @@ def test_kafka_broker_api_versions(tools, make_broker):
     assert re.search(r"Fetch\(1\): 0 to 17 \[usable: 17\]", out)
     assert re.search(r"OffsetForLeaderEpoch\(23\): 0 to 4 \[usable: 4\]", out)
     assert re.search(r"JoinGroup\(11\): 0 to 9 \[usable: 9\]", out)
-    assert re.search(r"OffsetCommit\(8\): 1 to 9 \[usable: 9\]", out)
+    assert re.search(r"OffsetCommit\(8\): 1 to 10 \[usable: 10\]", out)
+    assert re.search(r"DeleteRecords\(21\): 0 to 2 \[usable: 2\]", out)
     assert re.search(r"TxnOffsetCommit\(28\): UNSUPPORTED", out)
 
 
