@@ -68,3 +68,33 @@ def test_a_moved_log_start_survives_a_sigkill(tmp_path):
         assert _earliest(again.bootstrap, "dr-kept") == [7, 0]
     finally:
         assert again.terminate() == 0
+
+
+def test_kafka_python_and_aiokafka_delete_records(broker):
+    """The other two clients' admin calls, against the same broker."""
+    import asyncio
+
+    from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KafkaTopicPartition
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+
+    _setup(broker.bootstrap, "dr-clients")
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        done = admin.delete_records({KafkaTopicPartition("dr-clients", 0): 2})
+    finally:
+        admin.close()
+    assert [r["low_watermark"] for r in done.values()] == [2]
+
+    async def aio():
+        client = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        await client.start()
+        try:
+            return await client.delete_records(
+                {AioTopicPartition("dr-clients", 1): RecordsToDelete(before_offset=3)})
+        finally:
+            await client.close()
+
+    assert list(asyncio.run(aio()).values()) == [3]
+    assert _earliest(broker.bootstrap, "dr-clients") == [2, 3]
