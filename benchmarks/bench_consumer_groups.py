@@ -16,6 +16,7 @@ import tempfile
 import time
 import uuid
 
+from benchmarks.bench_kafka import kafka_ready, with_kafka
 from benchmarks.bench_server import call, load, request_frame, spawn_broker, stop_broker
 from broker.config import DEV_DEFAULTS
 from broker.healthcheck import probe
@@ -134,22 +135,18 @@ def _kcoord() -> dict[str, float]:
 def _kafka() -> dict[str, float]:
     own = {name: kafka_value for name, (_dev, kafka_value) in DEV_DEFAULTS.items()
            if name.startswith("group.consumer.")}
-    broker = kafka.KafkaBroker(kafka.MAIN_VERSION, extra=own)
-    broker.start()
-    try:
-        figures = _assignment_times(broker.port)
-        figures.update(_heartbeats_and_memory(broker.port, broker.proc.pid))
-        return figures
-    finally:
-        broker.stop()
+    return with_kafka(_measure, extra=own)
+
+
+def _measure(broker) -> dict[str, float]:
+    figures = _assignment_times(broker.port)
+    figures.update(_heartbeats_and_memory(broker.port, broker.proc.pid))
+    return figures
 
 
 def run() -> None:
-    missing = kafka.missing_requirements()
-    if missing:
-        print(f"consumer group protocol next to Apache Kafka: skipped ({missing})\n")
+    if not kafka_ready("consumer group protocol next to Apache Kafka"):
         return
-    kafka.resolve(kafka.MAIN_VERSION)
     ours, theirs = _kcoord(), _kafka()
     print(f"consumer group protocol (KIP-848), kcoord next to Apache Kafka "
           f"{kafka.MAIN_VERSION} (confluent-kafka; kcoord's development defaults, Kafka's "

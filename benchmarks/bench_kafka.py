@@ -68,26 +68,38 @@ def _kcoord() -> dict[str, float]:
             stop_broker(proc)
 
 
-def _kafka() -> dict[str, float]:
-    broker = kafka.KafkaBroker(kafka.MAIN_VERSION)
+def with_kafka(measure, extra: dict | None = None) -> dict[str, float]:
+    """``measure(broker)`` on a fresh Apache Kafka 4.4 (stopped afterwards)."""
+    broker = kafka.KafkaBroker(kafka.MAIN_VERSION, extra=extra)
     broker.start()
     try:
-        figures = {"start": broker.started_in}
-        time.sleep(IDLE_SECONDS)
-        figures["rss"] = broker.rss_bytes()
-        figures.update(_load_both(broker.port, broker.proc.pid))
-        return figures
+        return measure(broker)
     finally:
         broker.stop()
 
 
-def run() -> None:
+def kafka_ready(what: str) -> bool:
+    """Java and Maven there and Kafka 4.4 resolved; else a line saying why not."""
     missing = kafka.missing_requirements()
     if missing:
-        print(f"kcoord next to Apache Kafka: skipped ({missing})\n")
-        return
+        print(f"{what}: skipped ({missing})\n")
+        return False
     kafka.resolve(kafka.MAIN_VERSION)
-    ours, theirs = _kcoord(), _kafka()
+    return True
+
+
+def _measure_kafka(broker) -> dict[str, float]:
+    figures = {"start": broker.started_in}
+    time.sleep(IDLE_SECONDS)
+    figures["rss"] = broker.rss_bytes()
+    figures.update(_load_both(broker.port, broker.proc.pid))
+    return figures
+
+
+def run() -> None:
+    if not kafka_ready("kcoord next to Apache Kafka"):
+        return
+    ours, theirs = _kcoord(), with_kafka(_measure_kafka)
     print(f"kcoord next to Apache Kafka {kafka.MAIN_VERSION} (same machine, same run; "
           f"ratio = kcoord / Kafka)")
     rows = [

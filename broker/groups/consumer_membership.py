@@ -120,10 +120,22 @@ class ConsumerGroupManager:
         # ConsumerGroup entries.
         self.groups = groups
         self.refusal = refusal
+        self._resolutions: dict[str, tuple[int, frozenset[str]]] = {}
         self.metadata: TopicImage = StaticImage()
         self._new_member_id = new_member_id or _new_member_id
         # Called with a group id when a group is deleted (its offsets go too).
         self.on_forget: Callable[[str], None] | None = None
+
+    @property
+    def metadata(self) -> TopicImage:
+        """The broker's topics as the groups see them (Kafka's metadata image)."""
+        return self._metadata
+
+    @metadata.setter
+    def metadata(self, image: TopicImage) -> None:
+        self._metadata = image
+        # regular expression -> (metadata version, the topic names it matched)
+        self._resolutions = {}
 
     def group(self, group_id: str) -> ConsumerGroup | None:
         group = self.groups.get(group_id)
@@ -411,10 +423,8 @@ class ConsumerGroupManager:
         bump = False
         resolved = dict(group.resolved)
         version = self.metadata.version
-        names = list(self.metadata.topic_names())
         for regex in sorted(group.regex_counts):
-            pattern = compiled_regex(regex)
-            topics = frozenset(n for n in names if pattern is not None and pattern.fullmatch(n))
+            topics = self._matching(regex, version)
             previous = resolved.get(regex)
             if previous is None or previous[0] != topics:
                 bump = True
@@ -437,6 +447,21 @@ class ConsumerGroupManager:
             log.info("consumer_group.epoch_bumped", group_id=group.group_id,
                      group_epoch=epoch, reason="a regular expression's topics changed")
         return self._write(Outcome(), None, group, records, None)
+
+    def _matching(self, regex: str, version: int) -> frozenset[str]:
+        """The topic names an expression matches, computed once per expression and
+        metadata version for every group of the shard: many groups subscribing
+        with one expression cost one pass over the topics, not one each."""
+        cached = self._resolutions.get(regex)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        pattern = compiled_regex(regex)
+        topics = frozenset(n for n in self.metadata.topic_names()
+                           if pattern is not None and pattern.fullmatch(n))
+        if len(self._resolutions) >= 10_000:
+            self._resolutions.clear()
+        self._resolutions[regex] = (version, topics)
+        return topics
 
     def _may_assign(self, group: ConsumerGroup, now: int) -> bool:
         """The target is recomputed at most once per

@@ -182,19 +182,16 @@ class _Groups:
             return 1
         groups = self._listed([_STATES[s.lower()] for s in wanted], [t.lower() for t in types])
         width = max([15] + [len(g["group_id"]) for g in groups]) + 10
-        header = f"{'GROUP':<{width}}"
-        if type_filter is not None:
-            header += f" {'TYPE':<20}"
-        if state_filter is not None:
-            header += f" {'STATE':<20}"
-        self._print(header)
+
+        def row(group: str, kind: str, state: str) -> str:
+            return f"{group:<{width}}" + \
+                (f" {kind:<20}" if type_filter is not None else "") + \
+                (f" {state:<20}" if state_filter is not None else "")
+
+        self._print(row("GROUP", "TYPE", "STATE"))
         for g in groups:
-            line = f"{g['group_id']:<{width}}"
-            if type_filter is not None:
-                line += f" {_TYPES.get(g['group_type'], g['group_type']):<20}"
-            if state_filter is not None:
-                line += f" {g['group_state']:<20}"
-            self._print(line)
+            self._print(row(g["group_id"], _TYPES.get(g["group_type"], g["group_type"]),
+                            g["group_state"]))
         return 0
 
     # -- describing ------------------------------------------------------------------------

@@ -971,3 +971,33 @@ def test_a_member_in_a_state_from_a_newer_coordinator_starts_again_from_nothing(
                                "must abandon all its partitions and rejoin.")
     again = other.consumer_heartbeat(member="m1", epoch=2, owned=[])
     assert again["error_code"] == E.NONE and parts(again) == {(T, p) for p in range(6)}
+
+
+def test_groups_sharing_a_regex_read_the_topics_once_per_metadata_version():
+    """Resolving an expression walks every topic name: groups of a shard that use
+    the same one share that walk until a topic changes."""
+    class Counting(StaticImage):
+        walks = 0
+
+        def topic_names(self):
+            Counting.walks += 1
+            return super().topic_names()
+
+    h = harness()
+    h.image = Counting({"t": (T, 6)})
+    h.core.consumer.metadata = h.image
+    for gid in ("g1", "g2", "g3"):
+        h.consumer_heartbeat(group=gid, member="m1", topics=None, regex="t.*")
+    h.advance(0)
+    h.settle()
+    assert Counting.walks == 1
+    assert all(h.core.groups[g].resolved["t.*"][0] == {"t"} for g in ("g1", "g2", "g3"))
+    h.image.set("t2", U, 1)
+    h.advance(11_000)
+    for gid in ("g1", "g2"):
+        h.consumer_heartbeat(group=gid, member="m1", epoch=h.core.groups[gid].members["m1"]
+                             .member_epoch, owned=[])
+    h.advance(0)
+    h.settle()
+    assert Counting.walks == 2
+    assert h.core.groups["g2"].resolved["t.*"][0] == {"t", "t2"}

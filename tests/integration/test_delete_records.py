@@ -24,11 +24,11 @@ def _setup(bootstrap: str, topic: str) -> AdminClient:
     return admin
 
 
-def _earliest(bootstrap: str, topic: str) -> list[int]:
+def _earliest(bootstrap: str, topic: str, partitions: int = 2) -> list[int]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
     try:
         return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[0]
-                for p in range(2)]
+                for p in range(partitions)]
     finally:
         c.close()
 
@@ -98,3 +98,26 @@ def test_kafka_python_and_aiokafka_delete_records(broker):
 
     assert list(asyncio.run(aio()).values()) == [3]
     assert _earliest(broker.bootstrap, "dr-clients") == [2, 3]
+
+
+def test_whole_segments_below_the_new_log_start_are_deleted(broker):
+    """The disk space comes back at once: a repartition topic purged by Kafka
+    Streams must not fill the disk."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([NewTopic("dr-space", 1, 1, config={
+            "segment.bytes": str(1 << 20)})]).values():
+        future.result(10)
+    producer = Producer({"bootstrap.servers": broker.bootstrap,
+                         "message.max.bytes": 2_000_000})
+    for _ in range(6):
+        producer.produce("dr-space", b"x" * 600_000, partition=0)
+        producer.flush(10)
+    folder = broker.data_dir / "dr-space-0"
+    before = sorted(folder.glob("*.log"))
+    assert len(before) >= 3
+    done = admin.delete_records([TopicPartition("dr-space", 0, 5)])
+    assert [f.result(10).low_watermark for f in done.values()] == [5]
+    after = sorted(folder.glob("*.log"))
+    assert len(after) < len(before)
+    assert all(int(p.stem) <= 5 for p in after[:1])  # the first one left holds offset 5
+    assert _earliest(broker.bootstrap, "dr-space", partitions=1) == [5]
