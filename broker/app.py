@@ -350,6 +350,7 @@ def coordinator_config(config: BrokerConfig, partitions: int) -> CoordinatorConf
         consumer_max_size=config["group.consumer.max.size"],
         consumer_assignors=assignor_names(config["group.consumer.assignors"]),
         consumer_assignment_interval_ms=config["group.consumer.assignment.interval.ms"],
+        consumer_migration_policy=config["group.consumer.migration.policy"].lower(),
     )
 
 

@@ -201,6 +201,9 @@ def assignor_names(values: list[str]) -> tuple[str, ...]:
     return tuple(ASSIGNOR_CLASSES.get(v.strip(), v.strip()) for v in values)
 
 
+_MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
+
+
 def _assignors_problem(values: list[str]) -> str | None:
     names = assignor_names(values)
     for name in names:
@@ -342,6 +345,12 @@ _BROKER_DEFS: list[ConfigDef] = [
               validator=lambda v: _assignors_problem(v)),
     ConfigDef("group.consumer.assignment.interval.ms", INT, 1_000, validator=_nonneg,
               internal=True),
+    ConfigDef("group.consumer.migration.policy", STRING, "bidirectional",
+              validator=lambda v: None if v.lower() in _MIGRATION_POLICIES else
+              "String must be one of (case insensitive): " + ", ".join(_MIGRATION_POLICIES),
+              doc="Online migration between classic and consumer groups: a consumer-protocol "
+                  "member joining a running classic group upgrades it, the last one leaving "
+                  "downgrades it."),
     ConfigDef("log.cleaner.backoff.ms", LONG, 15_000, validator=_nonneg),
     ConfigDef("log.cleaner.enable", BOOLEAN, True),
     ConfigDef("log.retention.minutes", INT, None),

@@ -322,3 +322,23 @@ def consumer_subscription(raw: bytes):
 def consumer_assignment(raw: bytes):
     """A member's ConsumerProtocolAssignment (a version newer than 3 is read as 3)."""
     return _decode(CONSUMER_PROTOCOL_ASSIGNMENT, raw)[1]
+
+
+def consumer_assignment_bytes(partitions, version: int) -> bytes:
+    """A ConsumerProtocolAssignment of ``[(topic, [partitions])]`` in ``version``
+    (a newer one is written as 3, the newest known, as Kafka's
+    ConsumerProtocol.serializeAssignment does); ValueError below 0."""
+    if version < 0:
+        raise ValueError(f"Unsupported assignment version: {version}")
+    newest = CONSUMER_PROTOCOL_ASSIGNMENT.max_version
+    return _encode(CONSUMER_PROTOCOL_ASSIGNMENT, min(version, newest),
+                   {"assigned_partitions": [{"topic": t, "partitions": list(p)}
+                                            for t, p in partitions],
+                    "user_data": None})
+
+
+def consumer_protocol_version(raw: bytes) -> int:
+    """The version a ConsumerProtocolSubscription or Assignment starts with."""
+    if len(raw) < 2:
+        raise ValueError("embedded consumer protocol shorter than its version")
+    return _VERSION.unpack_from(raw, 0)[0]

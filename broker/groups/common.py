@@ -31,6 +31,16 @@ class CoordinatorConfig:
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     consumer_assignment_interval_ms: int = 0
+    # group.consumer.migration.policy: disabled, upgrade, downgrade or bidirectional
+    consumer_migration_policy: str = "bidirectional"
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.consumer_migration_policy in ("upgrade", "bidirectional")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.consumer_migration_policy in ("downgrade", "bidirectional")
 
 
 @dataclass(slots=True)

@@ -47,6 +47,20 @@ class ConsumerGroupState(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMetadata:
+    """What a member that speaks the classic protocol inside a consumer group
+    (online migration) joined with: its session timeout and its protocols, in
+    its order, with their ConsumerProtocolSubscription bytes (the record's
+    ClassicMemberMetadata)."""
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    def record(self) -> dict:
+        return {"session_timeout_ms": self.session_timeout_ms,
+                "supported_protocols": [{"name": n, "metadata": m} for n, m in self.protocols]}
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerMember:
     """One member (Kafka's ``ConsumerGroupMember``), as a new one starts."""
     member_id: str
@@ -67,6 +81,12 @@ class ConsumerMember:
     # (topic id, partition) -> the epoch at which the member was given it, for
     # every partition assigned or pending revocation (the records' AssignmentEpochs)
     epochs: Mapping[tuple[uuid.UUID, int], int] = field(default_factory=dict)
+    # set for a member that joined with JoinGroup (the classic protocol)
+    classic: ClassicMetadata | None = None
+
+    @property
+    def uses_classic(self) -> bool:
+        return self.classic is not None
 
     def with_(self, **changes) -> "ConsumerMember":
         return replace(self, **changes)
@@ -77,7 +97,9 @@ class ConsumerMember:
                 "subscribed_topic_names": list(self.subscribed_topic_names),
                 "subscribed_topic_regex": self.subscribed_topic_regex,
                 "rebalance_timeout_ms": self.rebalance_timeout_ms,
-                "server_assignor": self.server_assignor}
+                "server_assignor": self.server_assignor,
+                "classic_member_metadata": None if self.classic is None
+                else self.classic.record()}
 
     def assignment_record(self) -> dict:
         return {"member_epoch": self.member_epoch,
@@ -175,6 +197,11 @@ class ConsumerGroup:
         self.pending: list = []
         # (member id -> its server assignor) counted: the preferred assignor
         self.assignor_counts: Counter[str] = Counter()
+        # the members that speak the classic protocol, and how many of them
+        # support each classic protocol name (ConsumerGroup's
+        # classicProtocolMembersSupportedProtocols)
+        self.classic_members = 0
+        self.classic_protocols: Counter[str] = Counter()
 
     # -- reading ---------------------------------------------------------------------
 
@@ -211,6 +238,34 @@ class ConsumerGroup:
 
     def partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
         return self.partition_epochs.get((topic_id, partition), -1)
+
+    def supports_classic_protocols(self, protocol_type: str, names) -> bool:
+        """ConsumerGroup.supportsClassicProtocols: a classic member may join if it
+        speaks the consumer protocol type with a protocol every classic member
+        supports (any, in an empty group)."""
+        if protocol_type != "consumer":
+            return False
+        if self.state is ConsumerGroupState.EMPTY:
+            return bool(names)
+        return any(self.classic_protocols.get(n, 0) == self.classic_members for n in names)
+
+    def all_classic_except(self, leaving) -> bool:
+        """Whether every member but ``leaving`` speaks the classic protocol
+        (ConsumerGroup.allMembersUseClassicProtocolExcept)."""
+        excluded = sum(1 for m in leaving if m.uses_classic)
+        return self.classic_members - excluded == len(self.members) - len(leaving)
+
+    def waiting_on_unreleased(self, member: ConsumerMember) -> bool:
+        """Whether a member in UNRELEASED_PARTITIONS still waits for a partition of
+        its target that another member holds (waitingOnUnreleasedPartition)."""
+        if member.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic_id, parts in self.target.get(member.member_id, {}).items():
+            held = member.assigned.get(topic_id, ())
+            for p in parts:
+                if p not in held and self.partition_epoch(topic_id, p) != -1:
+                    return True
+        return False
 
     def static_member(self, instance_id: str | None) -> ConsumerMember | None:
         if instance_id is None:
@@ -266,7 +321,8 @@ class ConsumerGroup:
             subscribed_topic_names=tuple(sorted(set(value["subscribed_topic_names"]))),
             subscribed_topic_regex=value["subscribed_topic_regex"] or "",
             rebalance_timeout_ms=value["rebalance_timeout_ms"],
-            server_assignor=value["server_assignor"]))
+            server_assignor=value["server_assignor"],
+            classic=_classic_of(value.get("classic_member_metadata"))))
 
     def _apply_current_assignment(self, member_id: str, value) -> None:
         old = self.members.get(member_id)
@@ -309,6 +365,10 @@ class ConsumerGroup:
             if old.instance_id is not None and \
                     self.static_members.get(old.instance_id) == member_id:
                 del self.static_members[old.instance_id]
+            if old.classic is not None:
+                self.classic_members -= 1
+                self.classic_protocols.subtract({n for n, _m in old.classic.protocols})
+                self.classic_protocols += Counter()
             self._release(old)
         if member is None:
             self.members.pop(member_id, None)
@@ -321,6 +381,9 @@ class ConsumerGroup:
             self.assignor_counts[member.server_assignor] += 1
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member_id
+        if member.classic is not None:
+            self.classic_members += 1
+            self.classic_protocols.update({n for n, _m in member.classic.protocols})
         self._hold(member)
 
     def _release(self, member: ConsumerMember) -> None:
@@ -378,6 +441,14 @@ class ConsumerGroup:
                 self.resolved.pop(entry[1], None)
             else:
                 self.resolved[entry[1]] = entry[2]
+
+
+def _classic_of(value) -> ClassicMetadata | None:
+    if value is None:
+        return None
+    return ClassicMetadata(value["session_timeout_ms"],
+                           tuple((p["name"], bytes(p["metadata"]))
+                                 for p in value["supported_protocols"]))
 
 
 def records_of(group_id: str, kind: str, member_id: str | None = None,

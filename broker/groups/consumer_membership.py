@@ -25,11 +25,19 @@ from dataclasses import dataclass
 import structlog
 
 from broker.groups import assignors
-from broker.groups.common import CoordinatorConfig, map_write_error
+from broker.groups import migration
+from broker.groups.common import (
+    CoordinatorConfig,
+    JoinRequest,
+    join_error,
+    map_write_error,
+    sync_answer,
+)
 from broker.groups.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     Assignment,
+    ClassicMetadata,
     ConsumerGroup,
     ConsumerGroupState,
     ConsumerMember,
@@ -54,6 +62,7 @@ from broker.groups.subscriptions import (  # noqa: F401 (StaticImage, the hashes
     group_hash,
     topic_hash,
 )
+from broker.groups.group import CONSUMER_PROTOCOL_TYPE, Group
 from broker.runtime.outcome import Outcome, Write
 from protocol import group_records as G
 from protocol.errors import ErrorCode as E
@@ -125,6 +134,13 @@ class ConsumerGroupManager:
         self._new_member_id = new_member_id or _new_member_id
         # Called with a group id when a group is deleted (its offsets go too).
         self.on_forget: Callable[[str], None] | None = None
+        # Takes over a classic group made from a consumer group (online
+        # downgrade): ``adopt(group, rebalance reason or None, now) -> Outcome``
+        # (GroupMetadataManager.adopt, set by the shard).
+        self.adopt: Callable[[Group, str | None, int], Outcome] | None = None
+        # how many leading records of the operation in progress are already
+        # folded into its group (a classic group's conversion, ``_upgrade``)
+        self._prefolded = 0
 
     @property
     def metadata(self) -> TopicImage:
@@ -145,38 +161,46 @@ class ConsumerGroupManager:
 
     def heartbeat(self, ticket, req: HeartbeatRequest, now: int) -> Outcome:
         out = Outcome()
+        self._prefolded = 0
         try:
             self._validate(req)
             if self.refusal is not None:
                 raise HeartbeatError(self.refusal)
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                group, records, answer = self._leave(req, now)
-            else:
-                group, records, answer = self._heartbeat(req, now)
+                return self._leave(ticket, req, now)
+            group, records, answer = self._heartbeat(req, now)
         except HeartbeatError as error:
             return out.answer(ticket, heartbeat_error(error.code, error.message))
         return self._write(out, ticket, group, records, answer)
 
     def _write(self, out: Outcome, ticket, group: ConsumerGroup, records: list,
-               answer) -> Outcome:
-        """Fold ``records`` into the group now and answer once they are durable.
+               answer, on_durable: Callable[[int], None] | None = None,
+               error_answer: Callable[[E], dict] | None = None) -> Outcome:
+        """Fold ``records`` into the group now and answer once they are durable
+        (``on_durable`` runs then).
 
         A failed write is undone, and so is every later write of the group
         still in flight, whose records are then folded in again on top (Kafka
         reverts to the last committed state): the group is always what the
         log holds plus what is being written."""
+        prefolded, self._prefolded = self._prefolded, 0
         if not records:
+            if on_durable is not None:
+                on_durable(0)
             return out.answer(ticket, answer)
         before = self.groups.get(group.group_id)
-        replaced = before if before is not group else None  # an empty classic group
+        replaced = before if before is not group else None  # a classic group it takes over
         self.groups[group.group_id] = group
+        if isinstance(replaced, Group) and replaced.members:
+            _release_parked(replaced, out)
         folded, encoded = [], []
-        for kind, member_id, value in records:
-            if kind == G.GROUP_METADATA:  # an empty classic group gives way
+        for i, (kind, member_id, value) in enumerate(records):
+            if kind == G.GROUP_METADATA:  # a classic group gives way
                 encoded.append((G.group_metadata_key(group.group_id), None))
                 continue
-            folded.append((kind, {"member_id": member_id, "regular_expression": member_id},
-                           value))
+            if i >= prefolded:
+                folded.append((kind, {"member_id": member_id,
+                                      "regular_expression": member_id}, value))
             encoded.append(_record(group.group_id, kind, member_id, value))
         pending = _Pending(folded, [group.apply_undoable(*r) for r in folded], replaced)
         group.pending.append(pending)
@@ -187,9 +211,13 @@ class ConsumerGroupManager:
             if error is E.NONE:
                 if pending in group.pending:
                     group.pending.remove(pending)
+                if on_durable is not None:
+                    on_durable(now)
                 return Outcome().answer(ticket, answer)
             self._undo(group, pending, error, now)
-            return Outcome().answer(ticket, heartbeat_error(map_write_error(error)))
+            code = map_write_error(error)
+            return Outcome().answer(ticket, error_answer(code) if error_answer is not None
+                                    else heartbeat_error(code))
 
         out.writes.append(Write(encoded, done))
         return out
@@ -199,6 +227,13 @@ class ConsumerGroupManager:
                     reason="the group's records could not be written; it is back to what "
                            "the log holds")
         if failed not in group.pending:
+            return
+        if failed.replaced is not None:
+            # the write that took the group over from a classic group: every
+            # later one builds on it, and the classic group is back as it was
+            group.pending.clear()
+            self.forget(group)
+            self.groups[group.group_id] = failed.replaced
             return
         at = group.pending.index(failed)
         later = group.pending[at + 1:]
@@ -213,14 +248,17 @@ class ConsumerGroupManager:
                 self.groups.get(group.group_id) is group:
             # the group's first write: it never was
             del self.groups[group.group_id]
-            if failed.replaced is not None:
-                self.groups[group.group_id] = failed.replaced
         elif not group.dead and group.group_id not in self.groups:
             self.groups[group.group_id] = group
         # timers cancelled or armed for what was undone follow the group as it is
+        self._arm_members(group, now)
+
+    def _arm_members(self, group: ConsumerGroup, now: int) -> None:
+        """The session timer of every member, and the revocation timer of those
+        that must revoke (after a load or an undone write)."""
         for member_id, member in group.members.items():
-            self._arm_session(group.group_id, member_id, now)
-            if member.state is MemberState.UNREVOKED_PARTITIONS:
+            self._arm_session(group.group_id, member_id, now, member)
+            if member.state is MemberState.UNREVOKED_PARTITIONS and not member.uses_classic:
                 self.timers.schedule(("cg-revoke", group.group_id, member_id),
                                      now + max(member.rebalance_timeout_ms, 0),
                                      member.member_epoch)
@@ -262,7 +300,8 @@ class ConsumerGroupManager:
 
     # -- join / heartbeat ------------------------------------------------------------------
 
-    def _get_group(self, group_id: str, create: bool, records: list) -> ConsumerGroup:
+    def _get_group(self, group_id: str, create: bool, records: list,
+                   now: int) -> ConsumerGroup:
         """GroupMetadataManager.getOrMaybeCreateConsumerGroup."""
         group = self.groups.get(group_id)
         if group is None:
@@ -279,17 +318,55 @@ class ConsumerGroupManager:
                      "member joins the empty classic group: it becomes a consumer group")
             return ConsumerGroup(group_id)
         if create:
+            return self._upgrade(group, records, now)
+        raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+
+    def _upgrade(self, classic: Group, records: list, now: int) -> ConsumerGroup:
+        """A consumer-protocol member joins a running classic group: the group
+        becomes a consumer group whose members are the classic ones, each with
+        what it owns (GroupMetadataManager.convertToConsumerGroup); its records
+        are folded in at once, for the join to go on from there."""
+        gid = classic.group_id
+        why = None
+        if not self.config.upgrade_enabled:
+            why = "online upgrade is disabled"
+        elif classic.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            why = "the group does not use the consumer embedded protocol"
+        elif len(classic.members) > self.config.consumer_max_size:
+            why = "the group size exceeds the consumer group maximum size"
+        if why is not None:
+            log.info("group.upgrade_refused", group_id=gid, reason=why)
             raise HeartbeatError(
                 E.GROUP_ID_NOT_FOUND,
-                f"Cannot upgrade classic group {group_id} to consumer group because online "
-                f"upgrade is disabled.")
-        raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+                f"Cannot upgrade classic group {gid} to consumer group because {why}.")
+        try:
+            members = migration.consumer_members_of(classic, self.metadata)
+        except migration.MigrationRefused as error:
+            log.warning("group.upgrade_refused", group_id=gid, reason=str(error))
+            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, str(error)) from None
+        names = set()
+        for m in members:
+            names.update(m.subscribed_topic_names)
+        converted = migration.upgrade_records(classic, members, self._metadata_hash(names))
+        group = ConsumerGroup(gid)
+        for kind, member_id, value in converted[1:]:
+            group.apply(kind, {"member_id": member_id}, value)
+        group.metadata_seen = self.metadata.version
+        records.extend(converted)
+        self._prefolded = len(converted)
+        for member in members:
+            self._arm_session(gid, member.member_id, now, member)
+        log.info("group.converted", group_id=gid, generation=classic.generation,
+                 members=len(members), to="consumer",
+                 reason="a consumer-protocol member joins the running classic group "
+                        "(online upgrade)")
+        return group
 
     def _heartbeat(self, req: HeartbeatRequest, now: int):
         """GroupMetadataManager.consumerGroupHeartbeat (join or heartbeat)."""
         create = req.member_epoch == 0
         records: list[tuple[str, str | None, dict | None]] = []
-        group = self._get_group(req.group_id, create, records)
+        group = self._get_group(req.group_id, create, records, now)
         if len(group.members) >= self.config.consumer_max_size and \
                 group.static_member(req.instance_id) is None and \
                 (not req.member_id or req.member_id not in group.members):
@@ -303,7 +380,6 @@ class ConsumerGroupManager:
             member = self._dynamic_member(group, member_id, req, create)
         else:
             member, replaced = self._static_member(group, member_id, req, create, records)
-        counted = replaced or member  # whose subscription the group counts today
         updated = member.with_(
             instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
             rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
@@ -315,7 +391,32 @@ class ConsumerGroupManager:
             if req.subscribed_topic_names is not None else member.subscribed_topic_names,
             subscribed_topic_regex=req.subscribed_topic_regex
             if req.subscribed_topic_regex is not None else member.subscribed_topic_regex,
-            client_id=req.client_id, client_host=req.client_host)
+            client_id=req.client_id, client_host=req.client_host, classic=None)
+        reconciled = self._advance(group, member, replaced, updated, req.owned, records, now)
+        self._arm_session(group.group_id, member_id, now)
+        answer = {"error_code": E.NONE, "error_message": None, "member_id": member_id,
+                  "member_epoch": reconciled.member_epoch,
+                  "heartbeat_interval_ms": self.config.consumer_heartbeat_interval_ms,
+                  "assignment": None}
+        full = req.member_epoch == 0 or (
+            req.rebalance_timeout_ms != -1 and req.owned is not None and
+            (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
+        if full or reconciled.assigned != member.assigned or \
+                epochs_of_assigned(reconciled) != epochs_of_assigned(member):
+            answer["assignment"] = {"topic_partitions": topic_partitions(reconciled.assigned)}
+        return group, records, answer
+
+    def _advance(self, group: ConsumerGroup, member: ConsumerMember,
+                 replaced: ConsumerMember | None, updated: ConsumerMember, owned,
+                 records: list, now: int) -> ConsumerMember:
+        """What every join or heartbeat does once the member is known, whichever
+        protocol it speaks: its metadata record, the group epoch bumped when the
+        subscriptions or the topics changed, the target assignment recomputed
+        when the epoch is ahead of it, and the member reconciled towards its
+        target (``owned``: the partitions it says it owns, None: unchanged).
+        Returns the member as reconciled."""
+        member_id = updated.member_id
+        counted = replaced or member  # whose subscription the group counts today
         if not updated.same_metadata(member) or \
                 (member_id not in group.members and replaced is None):
             records.append((G.CONSUMER_GROUP_MEMBER_METADATA, member_id,
@@ -326,7 +427,8 @@ class ConsumerGroupManager:
             self._preferred_assignor(group, None, None) != \
             self._preferred_assignor(group, counted, updated)
         subscription_changed = names_changed or regex_status != _REGEX_SAME
-        bump = names_changed or regex_status == _REGEX_RESOLVED or assignor_changed
+        bump = names_changed or regex_status == _REGEX_RESOLVED or assignor_changed or \
+            (updated.uses_classic and regex_status != _REGEX_SAME)
         group_epoch = group.group_epoch
         subscribed: set[str] | None = None
         if bump or group.metadata_seen != self.metadata.version:
@@ -354,20 +456,8 @@ class ConsumerGroupManager:
         else:
             target_epoch = group.assignment_epoch
             target = self._target_of(group, updated)
-        reconciled = self._maybe_reconcile(group, updated, target_epoch, target, req.owned,
-                                           subscription_changed, records, now)
-        self._arm_session(group.group_id, member_id, now)
-        answer = {"error_code": E.NONE, "error_message": None, "member_id": member_id,
-                  "member_epoch": reconciled.member_epoch,
-                  "heartbeat_interval_ms": self.config.consumer_heartbeat_interval_ms,
-                  "assignment": None}
-        full = req.member_epoch == 0 or (
-            req.rebalance_timeout_ms != -1 and req.owned is not None and
-            (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
-        if full or reconciled.assigned != member.assigned or \
-                epochs_of_assigned(reconciled) != epochs_of_assigned(member):
-            answer["assignment"] = {"topic_partitions": topic_partitions(reconciled.assigned)}
-        return group, records, answer
+        return self._maybe_reconcile(group, updated, target_epoch, target, owned,
+                                     subscription_changed, records, now)
 
     # -- regular expressions (KIP-848 v1) ------------------------------------------------
 
@@ -486,8 +576,8 @@ class ConsumerGroupManager:
         return member
 
     def _static_member(self, group: ConsumerGroup, member_id: str, req: HeartbeatRequest,
-                       create: bool, records: list) -> tuple[ConsumerMember,
-                                                             ConsumerMember | None]:
+                       create: bool, records: list, classic: bool = False
+                       ) -> tuple[ConsumerMember, ConsumerMember | None]:
         existing = group.static_member(req.instance_id)
         if create:
             if existing is None:
@@ -495,7 +585,8 @@ class ConsumerGroupManager:
                          member_id=member_id, instance_id=req.instance_id,
                          reason="ConsumerGroupHeartbeat with epoch 0 (static member)")
                 return group.members.get(member_id) or ConsumerMember(member_id), None
-            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and not classic and \
+                    not existing.uses_classic:
                 raise HeartbeatError(
                     E.UNRELEASED_INSTANCE_ID,
                     f"Static member {member_id} with instance id {req.instance_id} cannot "
@@ -519,7 +610,8 @@ class ConsumerGroupManager:
                 E.FENCED_INSTANCE_ID,
                 f"Static member {member_id} with instance id {req.instance_id} was fenced "
                 f"by member {existing.member_id}.")
-        self._check_epoch(existing, req)
+        if not classic:
+            self._check_epoch(existing, req)
         return existing, None
 
     @staticmethod
@@ -744,7 +836,9 @@ class ConsumerGroupManager:
                  assigned=describe_assignment(updated.assigned, names),
                  pending_revocation=describe_assignment(updated.pending_revocation, names),
                  reason=reconcile_reason(updated))
-        if updated.state is MemberState.UNREVOKED_PARTITIONS:
+        if updated.uses_classic:
+            pass  # a classic member revokes by joining again (the join timeout)
+        elif updated.state is MemberState.UNREVOKED_PARTITIONS:
             self.timers.schedule(("cg-revoke", group.group_id, member.member_id),
                                  now + max(updated.rebalance_timeout_ms, 0),
                                  updated.member_epoch)
@@ -762,7 +856,7 @@ class ConsumerGroupManager:
 
     # -- leaving and fencing -----------------------------------------------------------------
 
-    def _leave(self, req: HeartbeatRequest, now: int):
+    def _leave(self, ticket, req: HeartbeatRequest, now: int) -> Outcome:
         """GroupMetadataManager.consumerGroupLeave (epoch -1, or -2 for a static
         member that will come back)."""
         group = self.groups.get(req.group_id)
@@ -780,7 +874,8 @@ class ConsumerGroupManager:
                 raise HeartbeatError(E.UNKNOWN_MEMBER_ID,
                                      f"Member {req.member_id} is not a member of group "
                                      f"{group.group_id}.")
-            return group, self._fence(group, member, "the member left the group"), answer
+            return self._fence(group, [member], "the member left the group", now,
+                               ticket, answer)
         member = group.static_member(req.instance_id)
         if member is None:
             raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
@@ -800,38 +895,118 @@ class ConsumerGroupManager:
                             "or it comes back")
             answer["member_epoch"] = LEAVE_GROUP_STATIC_MEMBER_EPOCH
             answer["member_id"] = member.member_id
-            return group, [(G.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, member.member_id,
-                            leaving.assignment_record())], answer
-        return group, self._fence(group, member, "the static member left the group"), answer
+            return self._write(Outcome(), ticket, group,
+                               [(G.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, member.member_id,
+                                 leaving.assignment_record())], answer)
+        return self._fence(group, [member], "the static member left the group", now,
+                           ticket, answer)
 
-    def _fence(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> list:
-        """The member's records go and the group's epoch moves on
-        (GroupMetadataManager.consumerGroupFenceMember)."""
+    def _fence(self, group: ConsumerGroup, members: list[ConsumerMember], reason: str,
+               now: int, ticket=None, answer=None,
+               error_answer: Callable[[E], dict] | None = None) -> Outcome:
+        """The members' records go and the group's epoch moves on
+        (GroupMetadataManager.consumerGroupFenceMembers); if every member left
+        speaks the classic protocol, the group becomes a classic group again
+        instead (online downgrade)."""
+        remaining = len(group.members) - len(members)
+        if remaining > 0 and group.all_classic_except(members):
+            if not self.config.downgrade_enabled:
+                log.info("group.downgrade_refused", group_id=group.group_id,
+                         reason="the online downgrade is disabled")
+            elif remaining > self.config.max_group_size:
+                log.info("group.downgrade_refused", group_id=group.group_id,
+                         reason="its size is greater than the classic group max size")
+            else:
+                return self._downgrade(
+                    group, {m.member_id for m in members}, None,
+                    f"Downgrade group {group.group_id} from consumer to classic for member "
+                    f"leaving.", now, ticket, answer, error_answer)
         records: list = []
-        self._remove_member_records(member.member_id, records)
-        regex = member.subscribed_topic_regex
-        if regex and group.regex_counts.get(regex, 0) == 1 and regex in group.resolved:
-            records.append((G.CONSUMER_GROUP_REGULAR_EXPRESSION, regex, None))
-        subscribed = self._subscribed_names(group, member, None)
+        for member in members:
+            self._remove_member_records(member.member_id, records)
+        counts = Counter(m.subscribed_topic_regex for m in members if m.subscribed_topic_regex)
+        for regex, n in counts.items():
+            if group.regex_counts.get(regex, 0) == n and regex in group.resolved:
+                records.append((G.CONSUMER_GROUP_REGULAR_EXPRESSION, regex, None))
+        counts = Counter(group.subscribed_names)
+        regexes = Counter(group.regex_counts)
+        for m in members:
+            counts.subtract(m.subscribed_topic_names)
+            if m.subscribed_topic_regex:
+                regexes[m.subscribed_topic_regex] -= 1
+        subscribed = {name for name, n in counts.items() if n > 0}
+        for regex, n in regexes.items():
+            if n > 0 and regex in group.resolved:
+                subscribed |= group.resolved[regex][0]
         epoch = group.group_epoch + 1
         records.append((G.CONSUMER_GROUP_METADATA, None,
                         {"epoch": epoch, "metadata_hash": self._metadata_hash(subscribed)}))
-        if len(group.members) == 1:  # the last one: the group is Empty
+        if remaining == 0:  # the last ones: the group is Empty
             records.append((G.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, None,
                             {"assignment_epoch": epoch, "assignment_timestamp": 0}))
-        self._cancel_timers(group.group_id, member.member_id)
-        log.info("consumer_group.member_removed", group_id=group.group_id,
-                 member_id=member.member_id, instance_id=member.instance_id,
-                 member_epoch=member.member_epoch, group_epoch=epoch, reason=reason)
-        return records
+        for member in members:
+            self._cancel_timers(group.group_id, member.member_id)
+            log.info("consumer_group.member_removed", group_id=group.group_id,
+                     member_id=member.member_id, instance_id=member.instance_id,
+                     member_epoch=member.member_epoch, group_epoch=epoch, reason=reason)
+        return self._write(Outcome(), ticket, group, records, answer,
+                           error_answer=error_answer)
 
-    def _arm_session(self, group_id: str, member_id: str, now: int) -> None:
-        self.timers.schedule(("cg-session", group_id, member_id),
-                             now + self.config.consumer_session_timeout_ms)
+    def _downgrade(self, group: ConsumerGroup, leaving: set[str],
+                   joining: ConsumerMember | None, reason: str | None, now: int,
+                   ticket=None, answer=None,
+                   error_answer: Callable[[E], dict] | None = None) -> Outcome:
+        """The consumer group becomes a classic group of its remaining members,
+        all of which speak the classic protocol, each with its target assignment
+        (GroupMetadataManager.convertToClassicGroup); a rebalance follows when
+        ``reason`` is given.  The classic group takes over at once; if its
+        records cannot be written the consumer group is back."""
+        gid = group.group_id
+        error_answer = error_answer or heartbeat_error
+        try:
+            classic = migration.classic_group_of(group, leaving, joining, self.metadata, now)
+        except migration.MigrationRefused as error:
+            log.warning("group.downgrade_refused", group_id=gid, reason=str(error))
+            return Outcome().answer(ticket, error_answer(E.GROUP_ID_NOT_FOUND)) \
+                if ticket is not None else Outcome()
+        records = self.deletion_records(group, joining)
+        records.append((G.group_metadata_key(gid), G.group_metadata_value(
+            classic.metadata_record())))
+        self.forget(group)
+        log.info("group.converted", group_id=gid, generation=classic.generation,
+                 members=len(classic.members), to="classic",
+                 reason="every remaining member speaks the classic protocol "
+                        "(online downgrade)")
+        out = self.adopt(classic, reason, now)
+
+        def done(error: E, now: int) -> Outcome:
+            if error is E.NONE:
+                return Outcome().answer(ticket, answer) if ticket is not None else Outcome()
+            log.warning("group.write_failed", group_id=gid, error=error.name,
+                        record="downgrade",
+                        reason="the classic group's records could not be written; the "
+                               "consumer group is back")
+            if self.groups.get(gid) is classic:
+                self.groups[gid] = group
+                self._arm_members(group, now)
+            return Outcome().answer(ticket, error_answer(map_write_error(error))) \
+                if ticket is not None else Outcome()
+
+        out.writes.append(Write(records, done))
+        return out
+
+    def _arm_session(self, group_id: str, member_id: str, now: int,
+                     member: ConsumerMember | None = None) -> None:
+        """A member's session: a classic member's own session timeout, the
+        group's for the others."""
+        timeout = member.classic.session_timeout_ms \
+            if member is not None and member.classic is not None \
+            else self.config.consumer_session_timeout_ms
+        self.timers.schedule(("cg-session", group_id, member_id), now + timeout)
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
-        self.timers.cancel(("cg-session", group_id, member_id))
-        self.timers.cancel(("cg-revoke", group_id, member_id))
+        for kind in ("cg-session", "cg-revoke", "cg-join", "cg-sync"):
+            self.timers.cancel((kind, group_id, member_id))
 
     def fire(self, key, payload, now: int) -> Outcome | None:
         if key[0] == "cg-regex":
@@ -843,15 +1018,230 @@ class ConsumerGroupManager:
         if member is None:
             return None
         if kind == "cg-session":
-            reason = "no heartbeat within the session timeout " \
-                     f"({self.config.consumer_session_timeout_ms} ms)"
+            timeout = member.classic.session_timeout_ms if member.classic is not None \
+                else self.config.consumer_session_timeout_ms
+            reason = f"no heartbeat within the session timeout ({timeout} ms)"
+        elif kind == "cg-join":
+            reason = "the classic member failed to join within the rebalance timeout"
+        elif kind == "cg-sync":
+            reason = "the member failed to sync within timeout"
         else:  # "cg-revoke"
             if member.member_epoch != payload or \
                     member.state is not MemberState.UNREVOKED_PARTITIONS:
                 return None
             reason = f"it did not revoke its partitions within its rebalance timeout " \
                      f"({member.rebalance_timeout_ms} ms)"
-        return self._write(Outcome(), None, group, self._fence(group, member, reason), None)
+        return self._fence(group, [member], reason, now)
+
+    # == classic members in a consumer group (online migration) ==============================
+
+    def classic_join(self, ticket, group: ConsumerGroup, req: JoinRequest, now: int) -> Outcome:
+        """A JoinGroup to a consumer group with members
+        (GroupMetadataManager.classicGroupJoinToConsumerGroup): the member joins
+        as a consumer group member that speaks the classic protocol; the answer
+        carries its epoch as the generation, and its assignment follows in
+        SyncGroup."""
+        out = Outcome()
+        self._prefolded = 0
+        member_id = req.member_id or self._new_member_id()
+        try:
+            if self.config.consumer_migration_policy == "disabled":
+                raise HeartbeatError(
+                    E.INCONSISTENT_GROUP_PROTOCOL,
+                    f"Cannot join the consumer group {group.group_id} with the classic "
+                    f"protocol because the group migration is disabled.")
+            self._check_size(group, member_id, req.group_instance_id)
+            if not group.supports_classic_protocols(req.protocol_type,
+                                                    [n for n, _m in req.protocols]):
+                raise HeartbeatError(E.INCONSISTENT_GROUP_PROTOCOL,
+                                     f"Member {member_id}'s protocols are not supported.")
+            if req.member_id == "" and req.group_instance_id is None and req.version >= 4:
+                log.info("consumer_group.member_id_required", group_id=group.group_id,
+                         member_id=member_id,
+                         reason="a dynamic classic member joins with no member id")
+                return out.answer(ticket, join_error(E.MEMBER_ID_REQUIRED, member_id))
+            try:
+                subscription = G.consumer_subscription(req.protocols[0][1])
+            except migration.MALFORMED:
+                raise HeartbeatError(
+                    E.INCONSISTENT_GROUP_PROTOCOL,
+                    "Malformed embedded consumer protocol in subscription deserialization.") \
+                    from None
+            records: list = []
+            replaced = None
+            if req.group_instance_id is None:
+                member = group.members.get(member_id)
+                if member is None:
+                    member = ConsumerMember(member_id)
+                    log.info("consumer_group.member_joined", group_id=group.group_id,
+                             member_id=member_id, protocol="classic",
+                             reason="JoinGroup to a consumer group")
+            else:
+                member, replaced = self._static_member(
+                    group, member_id, HeartbeatRequest(
+                        group.group_id, member_id, -1, instance_id=req.group_instance_id),
+                    req.member_id == "", records, classic=True)
+            existing = group.static_member(req.group_instance_id)
+            # the group's last consumer-protocol member, a static one, is replaced
+            # by a classic one (validateOnlineDowngradeWithReplacedMember)
+            downgrade = existing is not None and not existing.uses_classic and \
+                group.classic_members == len(group.members) - 1 and \
+                self.config.downgrade_enabled and \
+                len(group.members) <= self.config.max_group_size
+            updated = member.with_(
+                instance_id=req.group_instance_id if req.group_instance_id is not None
+                else member.instance_id,
+                rack_id=subscription.get("rack_id") if subscription.get("rack_id") is not None
+                else member.rack_id,
+                rebalance_timeout_ms=req.rebalance_timeout_ms
+                if req.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
+                subscribed_topic_names=tuple(sorted(set(subscription["topics"]))),
+                subscribed_topic_regex="", client_id=req.client_id,
+                client_host=req.client_host,
+                classic=ClassicMetadata(req.session_timeout_ms,
+                                        tuple((n, bytes(m)) for n, m in req.protocols)))
+            owned = migration.owned_of(subscription, self.metadata)
+            reconciled = self._advance(group, member, replaced, updated, owned, records, now)
+        except HeartbeatError as error:
+            log.info("consumer_group.join_refused", group_id=group.group_id,
+                     member_id=member_id, error=error.code.name, reason=error.message)
+            return out.answer(ticket, join_error(error.code, req.member_id))
+        answer = {"error_code": E.NONE, "generation_id": reconciled.member_epoch,
+                  "protocol_type": CONSUMER_PROTOCOL_TYPE,
+                  "protocol_name": updated.classic.protocols[0][0], "leader": "",
+                  "skip_assignment": False, "member_id": member_id, "members": []}
+        if downgrade:
+            rebalance = any(r[0] == G.CONSUMER_GROUP_METADATA for r in records) or \
+                group.assignment_epoch < group.group_epoch
+            return self._downgrade(
+                group, set(), reconciled,
+                f"Downgrade group {group.group_id} from consumer to classic with stale "
+                f"assignment." if rebalance else None, now, ticket, answer,
+                lambda code: join_error(code, req.member_id))
+        gid = group.group_id
+
+        def joined(now: int) -> None:
+            self.timers.cancel(("cg-join", gid, member_id))
+            self.timers.schedule(("cg-session", gid, member_id), now + req.session_timeout_ms)
+            self.timers.schedule(("cg-sync", gid, member_id), now + req.rebalance_timeout_ms)
+
+        return self._write(out, ticket, group, records, answer, on_durable=joined,
+                           error_answer=lambda code: join_error(code, req.member_id))
+
+    def _check_size(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> None:
+        """GroupMetadataManager.throwIfConsumerGroupIsFull."""
+        if group.static_member(instance_id) is not None:
+            return
+        if len(group.members) >= self.config.consumer_max_size and \
+                (not member_id or member_id not in group.members):
+            raise HeartbeatError(
+                E.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of "
+                f"{self.config.consumer_max_size} members.")
+
+    def _classic_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
+                        generation: int) -> ConsumerMember:
+        """validateConsumerGroupMember, then the member must speak the classic
+        protocol and give its epoch as its generation."""
+        if instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                raise HeartbeatError(E.UNKNOWN_MEMBER_ID,
+                                     f"Member {member_id} is not a member of group "
+                                     f"{group.group_id}.")
+        else:
+            member = group.static_member(instance_id)
+            if member is None:
+                raise HeartbeatError(
+                    E.UNKNOWN_MEMBER_ID, f"Member with instance id {instance_id} is not a "
+                                         f"member of group {group.group_id}.")
+            if member.member_id != member_id:
+                raise HeartbeatError(E.FENCED_INSTANCE_ID)
+        if not member.uses_classic:
+            raise HeartbeatError(E.UNKNOWN_MEMBER_ID,
+                                 f"Member {member.member_id} does not use the classic protocol.")
+        if member.member_epoch != generation:
+            raise HeartbeatError(
+                E.ILLEGAL_GENERATION,
+                f"The request generation id {generation} is not equal to the member epoch "
+                f"{member.member_epoch} of member {member.member_id}.")
+        return member
+
+    def _ask_to_rejoin(self, group: ConsumerGroup, member: ConsumerMember, now: int) -> None:
+        """scheduleConsumerGroupJoinTimeoutIfAbsent: a classic member told to join
+        again must do so within its rebalance timeout."""
+        key = ("cg-join", group.group_id, member.member_id)
+        if key not in self.timers:
+            self.timers.schedule(key, now + max(member.rebalance_timeout_ms, 0))
+
+    def classic_sync(self, ticket, group: ConsumerGroup, generation: int, member_id: str,
+                     instance_id: str | None, protocol_type: str | None,
+                     protocol_name: str | None, now: int) -> Outcome:
+        """A SyncGroup of a classic member of a consumer group
+        (classicGroupSyncToConsumerGroup): its assignment is what it may own now."""
+        out = Outcome()
+        try:
+            member = self._classic_member(group, member_id, instance_id, generation)
+            name = member.classic.protocols[0][0]
+            if protocol_type is not None and protocol_type != CONSUMER_PROTOCOL_TYPE:
+                raise HeartbeatError(E.INCONSISTENT_GROUP_PROTOCOL)
+            if protocol_name is not None and protocol_name != name:
+                raise HeartbeatError(E.INCONSISTENT_GROUP_PROTOCOL)
+            if group.assignment_epoch > member.member_epoch and \
+                    member.state is not MemberState.UNREVOKED_PARTITIONS:
+                self._ask_to_rejoin(group, member, now)
+                raise HeartbeatError(E.REBALANCE_IN_PROGRESS)
+            try:
+                assignment = migration.assignment_bytes(member, self.metadata)
+            except migration.MALFORMED:
+                raise HeartbeatError(E.UNKNOWN_SERVER_ERROR) from None
+        except HeartbeatError as error:
+            return out.answer(ticket, sync_answer(error.code))
+        self.timers.cancel(("cg-sync", group.group_id, member.member_id))
+        self._arm_session(group.group_id, member.member_id, now, member)
+        return out.answer(ticket, sync_answer(E.NONE, assignment, protocol_type, protocol_name))
+
+    def classic_heartbeat(self, group: ConsumerGroup, generation: int, member_id: str,
+                          instance_id: str | None, now: int) -> E:
+        """A Heartbeat of a classic member of a consumer group
+        (classicGroupHeartbeatToConsumerGroup): REBALANCE_IN_PROGRESS when its
+        assignment moved on, when it must revoke partitions, or when the ones
+        it waited for are free."""
+        try:
+            member = self._classic_member(group, member_id, instance_id, generation)
+        except HeartbeatError as error:
+            return error.code
+        self._arm_session(group.group_id, member.member_id, now, member)
+        if member.member_epoch < group.assignment_epoch or \
+                member.state is MemberState.UNREVOKED_PARTITIONS or \
+                (member.state is MemberState.UNRELEASED_PARTITIONS and
+                 not group.waiting_on_unreleased(member)):
+            self._ask_to_rejoin(group, member, now)
+            return E.REBALANCE_IN_PROGRESS
+        return E.NONE
+
+    def classic_leave(self, group: ConsumerGroup, members, now: int):
+        """A LeaveGroup to a consumer group (classicGroupLeaveToConsumerGroup):
+        every member named leaves at once, whichever protocol it speaks."""
+        errors, leaving = [], {}
+        for member_id, instance_id, _reason in members:
+            if instance_id is None:
+                member = group.members.get(member_id)
+                errors.append(E.NONE if member is not None else E.UNKNOWN_MEMBER_ID)
+            else:
+                member = group.static_member(instance_id)
+                if member is None:
+                    errors.append(E.UNKNOWN_MEMBER_ID)
+                elif member_id != "" and member.member_id != member_id:
+                    errors.append(E.FENCED_INSTANCE_ID)
+                    member = None
+                else:
+                    errors.append(E.NONE)
+            if member is not None:
+                leaving[member.member_id] = member
+        out = self._fence(group, list(leaving.values()), "LeaveGroup", now) \
+            if leaving else Outcome()
+        return E.NONE, errors, out
 
     # == reading ==============================================================================
 
@@ -898,7 +1288,7 @@ class ConsumerGroupManager:
                     "subscribed_topic_regex": m.subscribed_topic_regex,
                     "assignment": assignment(m.assigned, m.pending_revocation),
                     "target_assignment": assignment(group.target.get(m.member_id, {})),
-                    "member_type": 1,
+                    "member_type": 0 if m.uses_classic else 1,
                 } for m in group.members.values()]}
 
     def describe_classic(self, group_id: str) -> dict:
@@ -925,24 +1315,26 @@ class ConsumerGroupManager:
             if group.dead:
                 continue
             self.groups[group_id] = group
-            for member_id, member in group.members.items():
-                self._arm_session(group_id, member_id, now)
-                if member.state is MemberState.UNREVOKED_PARTITIONS:
-                    self.timers.schedule(("cg-revoke", group_id, member_id),
-                                         now + max(member.rebalance_timeout_ms, 0),
-                                         member.member_epoch)
+            self._arm_members(group, now)
 
-    def deletion_records(self, group: ConsumerGroup) -> list[tuple[bytes, None]]:
+    def deletion_records(self, group: ConsumerGroup,
+                         joining: ConsumerMember | None = None) -> list[tuple[bytes, None]]:
         """Tombstones for every record of a group, in Kafka's order
-        (ConsumerGroup.createGroupTombstoneRecords)."""
+        (ConsumerGroup.createGroupTombstoneRecords); a static member that
+        ``joining`` replaces is named by the joining member's id
+        (createGroupTombstoneRecordsWithReplacedMember)."""
         gid = group.group_id
+        ids = list(group.members)
+        if joining is not None and joining.instance_id is not None:
+            replaced = group.static_members.get(joining.instance_id)
+            ids = [joining.member_id if m == replaced else m for m in ids]
         records = [_record(gid, G.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, m, None)
-                   for m in group.members]
+                   for m in ids]
         records += [_record(gid, G.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, m, None)
-                    for m in group.members]
+                    for m in ids]
         records.append(_record(gid, G.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, None, None))
         records += [_record(gid, G.CONSUMER_GROUP_MEMBER_METADATA, m, None)
-                    for m in group.members]
+                    for m in ids]
         records += [_record(gid, G.CONSUMER_GROUP_REGULAR_EXPRESSION, r, None)
                     for r in group.resolved]
         records.append(_record(gid, G.CONSUMER_GROUP_PARTITION_METADATA, None, None))
@@ -955,6 +1347,20 @@ class ConsumerGroupManager:
         self.timers.cancel(("cg-regex", group.group_id))
         for member_id in group.members:
             self._cancel_timers(group.group_id, member_id)
+
+
+def _release_parked(classic: Group, out: Outcome) -> None:
+    """A classic group taken over while rebalancing: its members' parked
+    JoinGroup and SyncGroup are answered REBALANCE_IN_PROGRESS, to join again
+    (ClassicGroup.completeAllJoinFutures and completeAllSyncFutures)."""
+    for member in classic.members.values():
+        if member.awaiting_join is not None:
+            out.answer(member.awaiting_join, join_error(E.REBALANCE_IN_PROGRESS,
+                                                        member.member_id))
+            classic.set_awaiting_join(member, None)
+        if member.awaiting_sync is not None:
+            out.answer(member.awaiting_sync, sync_answer(E.REBALANCE_IN_PROGRESS))
+            member.awaiting_sync = None
 
 
 def _java_hash_order(names) -> list[str]:

@@ -30,7 +30,6 @@ from broker.groups.common import (
     CoordinatorConfig,
     JoinRequest,
     chunked_writes,
-    join_error,
     map_write_error,
     sync_answer,
 )
@@ -69,6 +68,7 @@ class GroupCoordinator:
         self.consumer = ConsumerGroupManager(self.config, self.timers, self.membership.groups,
                                              refusal=refusal)
         self.offset_manager.consumer = self.consumer
+        self.consumer.adopt = self.membership.adopt
         if refusal is None:
             self.timers.schedule(("offset-expiry",),
                                  now + self.config.offsets_retention_check_interval_ms)
@@ -98,9 +98,8 @@ class GroupCoordinator:
                 config.min_session_timeout_ms <= req.session_timeout_ms \
                 <= config.max_session_timeout_ms:
             if group.members:
-                # A classic member joining a consumer group (online migration) is
-                # not served: Kafka with migration disabled refuses it the same way.
-                return Outcome().answer(ticket, join_error(E.INCONSISTENT_GROUP_PROTOCOL))
+                # a classic member joins a consumer group (online migration)
+                return self.consumer.classic_join(ticket, group, req, now)
             if req.member_id == "":
                 # An empty consumer group gives way to the classic group
                 # (GroupMetadataManager.maybeDeleteEmptyConsumerGroup); its offsets stay.
@@ -124,27 +123,24 @@ class GroupCoordinator:
 
     def sync(self, ticket, group_id, generation, member_id, instance_id, protocol_type,
              protocol_name, assignments, now: int) -> Outcome:
-        if self._is_consumer(group_id):  # none of its members uses the classic protocol
-            return Outcome().answer(ticket, sync_answer(E.UNKNOWN_MEMBER_ID))
+        if self._is_consumer(group_id):
+            group = self.groups[group_id]
+            if not group.members:
+                return Outcome().answer(ticket, sync_answer(E.UNKNOWN_MEMBER_ID))
+            return self.consumer.classic_sync(ticket, group, generation, member_id, instance_id,
+                                              protocol_type, protocol_name, now)
         return self.membership.sync(ticket, group_id, generation, member_id, instance_id,
                                     protocol_type, protocol_name, assignments, now)
 
     def heartbeat(self, group_id, generation, member_id, instance_id, now: int) -> E:
         if self._is_consumer(group_id):
-            return E.UNKNOWN_MEMBER_ID
+            return self.consumer.classic_heartbeat(self.groups[group_id], generation, member_id,
+                                                   instance_id, now)
         return self.membership.heartbeat(group_id, generation, member_id, instance_id, now)
 
     def leave(self, group_id, members, now: int):
         if self._is_consumer(group_id):
-            # none of its members uses the classic protocol; a static one named
-            # with another member id is fenced, as Kafka answers
-            group = self.groups[group_id]
-            errors = []
-            for member_id, instance_id, _reason in members:
-                static = group.static_member(instance_id)
-                errors.append(E.FENCED_INSTANCE_ID if static is not None and
-                              static.member_id != member_id else E.UNKNOWN_MEMBER_ID)
-            return E.NONE, errors, Outcome()
+            return self.consumer.classic_leave(self.groups[group_id], members, now)
         return self.membership.leave(group_id, members, now)
 
     def describe(self, group_id: str) -> dict:
@@ -301,7 +297,7 @@ class GroupCoordinator:
         if key[0] == "offset-expiry":  # the periodic sweep, armed again at once
             self.timers.schedule(key, now + self.config.offsets_retention_check_interval_ms)
             return self.offset_manager.expire_offsets(now)
-        if key[0] in ("cg-session", "cg-revoke", "cg-regex"):
+        if key[0] in ("cg-session", "cg-revoke", "cg-regex", "cg-join", "cg-sync"):
             return self.consumer.fire(key, payload, now)
         return self.membership.fire(key, payload, now)
 

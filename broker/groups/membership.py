@@ -81,6 +81,17 @@ class GroupMetadataManager:
                     group, "loaded with more members than group.max.size", now))
         return out
 
+    def adopt(self, group: Group, reason: str | None, now: int) -> Outcome:
+        """Take over a classic group made from a consumer group (online
+        downgrade): its members' sessions start now, and a rebalance follows
+        when ``reason`` says why (GroupMetadataManager.convertToClassicGroup)."""
+        self.groups[group.group_id] = group
+        for member in group.members.values():
+            self.arm_session(group, member, now)
+        if reason is None:
+            return Outcome()
+        return self._prepare_rebalance(group, reason, now)
+
     def _group_record(self, group: Group, assignment=None) -> tuple[bytes, bytes]:
         return (G.group_metadata_key(group.group_id),
                 G.group_metadata_value(group.metadata_record(assignment)))

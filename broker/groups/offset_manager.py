@@ -404,37 +404,41 @@ def validate_consumer_commit(group: ConsumerGroup, member_epoch: int, member_id:
                              version: int, partitions=(), lookup=None) -> E:
     """ConsumerGroup.validateOffsetCommit (Kafka 4.4): an admin or a consumer
     outside the group (a negative epoch) commits only to an empty group; a
-    member commits with OffsetCommit v9 or later, with its current epoch, or an
-    older one for partitions it was given at or before that epoch (their
-    assignment epochs), so a commit racing an epoch bump is not refused."""
+    member commits with OffsetCommit v9 or later (any version for a member
+    that speaks the classic protocol, whose generation is its epoch), with its
+    current epoch, or an older one for partitions it was given at or before
+    that epoch (their assignment epochs), so a commit racing an epoch bump is
+    not refused.  A classic member is refused ILLEGAL_GENERATION where a
+    consumer-protocol one is refused STALE_MEMBER_EPOCH."""
     if member_epoch < 0 and not group.members:
         return E.NONE
     member = group.members.get(member_id)
     if member is None:
         return E.UNKNOWN_MEMBER_ID
-    if version < 9:
+    stale = E.ILLEGAL_GENERATION if member.uses_classic else E.STALE_MEMBER_EPOCH
+    if version < 9 and not member.uses_classic:
         return E.UNSUPPORTED_VERSION
     if member_epoch == member.member_epoch:
         return E.NONE
     if member_epoch > member.member_epoch:
-        return E.STALE_MEMBER_EPOCH
+        return stale
     for topic, partition in partitions:
         found = lookup(topic) if lookup is not None else None
         given = member.assignment_epoch(found[0], partition) if found is not None else None
         if given is None or member_epoch < given:
-            return E.STALE_MEMBER_EPOCH
+            return stale
     return E.NONE
 
 
 def validate_consumer_fetch(group: ConsumerGroup, member_id: str | None,
                             member_epoch: int) -> E:
     """ConsumerGroup.validateOffsetFetch: without a member (an admin), any fetch;
-    a member fetches with its current epoch."""
+    a member fetches with its current epoch (a classic member's generation)."""
     if member_id is None and member_epoch < 0:
         return E.NONE
     member = group.members.get(member_id)
     if member is None:
         return E.UNKNOWN_MEMBER_ID
     if member_epoch != member.member_epoch:
-        return E.STALE_MEMBER_EPOCH
+        return E.ILLEGAL_GENERATION if member.uses_classic else E.STALE_MEMBER_EPOCH
     return E.NONE

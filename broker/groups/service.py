@@ -18,6 +18,7 @@ from broker.groups.coordinator import GroupCoordinator
 from broker.groups.group import Group
 from broker.groups.loader import load_partition
 from broker.groups.placement import coordinator_partition
+from broker.runtime.outcome import Outcome
 from broker.runtime.runtime import ADAPTIVE_LINGER, CoordinatorRuntime
 from protocol.errors import ErrorCode
 from storage.layout import OFFSETS_TOPIC
@@ -78,8 +79,13 @@ class GroupService:
                                   protocol_name, assignments)
 
     def heartbeat(self, group_id, generation, member_id, instance_id) -> ErrorCode:
-        return self.runtime.read(self.partition_for(group_id), GroupCoordinator.heartbeat,
-                                 group_id, generation, member_id, instance_id, self.now())
+        partition = self.partition_for(group_id)
+        code = self.runtime.read(partition, GroupCoordinator.heartbeat, group_id, generation,
+                                 member_id, instance_id, self.now())
+        if code is ErrorCode.REBALANCE_IN_PROGRESS:
+            # a classic member of a consumer group may now have a join deadline
+            self.runtime.run(partition, Outcome())
+        return code
 
     def leave(self, group_id, members) -> tuple[ErrorCode, list[ErrorCode]]:
         partition = self.partition_for(group_id)

@@ -260,8 +260,9 @@ def test_a_full_group_refuses_a_new_member():
     assert h.consumer_heartbeat(member="m1", epoch=2)["error_code"] == E.NONE
 
 
-def test_a_classic_group_is_not_a_consumer_group():
-    h = harness()
+@pytest.mark.parametrize("policy", ["disabled", "downgrade"])
+def test_a_running_classic_group_is_not_upgraded_unless_the_policy_allows_it(policy):
+    h = harness(consumer_migration_policy=policy)
     h.stable_group("g")
     answer = h.consumer_heartbeat(member="m1")
     assert answer["error_code"] == E.GROUP_ID_NOT_FOUND
@@ -269,6 +270,17 @@ def test_a_classic_group_is_not_a_consumer_group():
         "Cannot upgrade classic group g to consumer group because online upgrade is disabled."
     answer = h.consumer_heartbeat(member="m1", epoch=1)
     assert answer["error_message"] == "Group g is not a consumer group."
+    assert not isinstance(h.core.groups["g"], ConsumerGroup)
+
+
+def test_a_classic_group_with_unreadable_assignments_is_not_upgraded():
+    h = harness()
+    h.stable_group("g")  # its leader assigned bytes that are no ConsumerProtocolAssignment
+    answer = h.consumer_heartbeat(member="m1")
+    assert answer["error_code"] == E.GROUP_ID_NOT_FOUND
+    assert answer["error_message"] == "Cannot upgrade classic group g to consumer group " \
+                                      "because the embedded consumer protocol is malformed."
+    assert h.core.groups["g"].state.value == "Stable"
 
 
 # == static members =========================================================================
@@ -387,10 +399,11 @@ def test_list_describe_and_delete_a_consumer_group():
 
 
 def test_a_classic_member_takes_over_an_empty_consumer_group():
-    h = harness()
+    h = harness(consumer_migration_policy="disabled")
     a = h.consumer_heartbeat(member="m1")
     first = h.join("g")
-    assert h.answer(first)["error_code"] == E.INCONSISTENT_GROUP_PROTOCOL  # not with members
+    # not while it has members, with the migration disabled
+    assert h.answer(first)["error_code"] == E.INCONSISTENT_GROUP_PROTOCOL
     h.consumer_heartbeat(member="m1", epoch=-1, owned=owned(a))
     h.stable_group("g")
     assert h.core.list_groups([], [])[0]["group_type"] == "classic"

@@ -7,7 +7,14 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupState, KafkaError, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from protocol.client import WireClient
@@ -177,23 +184,96 @@ def test_the_protocol_is_off_unless_enabled(broker):
         assert answer["error_code"] == ErrorCode.UNSUPPORTED_VERSION
 
 
-def test_a_classic_member_cannot_join_a_live_consumer_group(cluster):
-    _topic(cluster.bootstrap, "cp-mixed", records=6)
-    c = _consumer(cluster.bootstrap, "cp-mixed-g")
-    c.subscribe(["cp-mixed"])
-    _poll_until([c], lambda s: len(s[0]) == 6)
-    classic = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "cp-mixed-g",
-                        "group.protocol": "classic", "auto.offset.reset": "earliest"})
-    classic.subscribe(["cp-mixed"])
-    error = None
-    deadline = time.monotonic() + 10
-    while error is None and time.monotonic() < deadline:
-        message = classic.poll(0.2)
-        if message is not None and message.error():
-            error = message.error()
-    assert error is not None and error.code() == KafkaError.INCONSISTENT_GROUP_PROTOCOL
-    classic.close()
-    c.close()
+class _Reader:
+    """A consumer that commits each record it reads before reading on; a record
+    counts as read once its commit is accepted, so that the committed offsets
+    say exactly what the group has read.  A commit refused while the group
+    rebalances (the generation moved on, as on Kafka) reads the record again."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, protocol: str):
+        extra = {"heartbeat.interval.ms": 500} if protocol == "classic" else {}
+        self.consumer = _consumer(bootstrap, group, **{"group.protocol": protocol, **extra})
+        self.protocol = protocol
+        self.read: list[tuple[int, int, bytes]] = []
+        _subscribe(self.consumer, topic)
+
+    def poll(self) -> None:
+        message = self.consumer.poll(0.05)
+        if message is None:
+            return
+        assert not message.error(), message.error()
+        try:
+            self.consumer.commit(message=message, asynchronous=False)
+        except KafkaException as error:
+            assert error.args[0].code() in (KafkaError.ILLEGAL_GENERATION,
+                                            KafkaError.REBALANCE_IN_PROGRESS,
+                                            KafkaError.UNKNOWN_MEMBER_ID), error
+            try:
+                self.consumer.seek(TopicPartition(message.topic(), message.partition(),
+                                                  message.offset()))
+            except KafkaException:
+                pass  # no longer its partition: its next owner reads the record
+            return
+        self.read.append((message.partition(), message.offset(), message.value()))
+
+
+def _group_type(bootstrap: str, group: str) -> str:
+    with WireClient.to(bootstrap) as client:
+        listed = client.call(16, 5, {"states_filter": [], "types_filter": []})["groups"]
+    return next(g["group_type"] for g in listed if g["group_id"] == group)
+
+
+def test_a_rolling_upgrade_to_the_consumer_protocol_and_back_reads_every_record_once(cluster):
+    """Three classic consumers are replaced one by one by consumer-protocol ones
+    while records flow (the running group becomes a consumer group when the
+    first one joins), then back (a classic group again when the last
+    consumer-protocol one leaves): every record is read exactly once, as the
+    committed offsets say, and no partition is ever read by two members."""
+    topic, group = "cp-rolling", "cp-rolling-g"
+    _topic(cluster.bootstrap, topic, records=0)
+    readers = [_Reader(cluster.bootstrap, group, topic, "classic") for _ in range(3)]
+    retired: list[_Reader] = []
+    produced, producing = 0, True
+
+    def run(until, timeout=30.0):
+        nonlocal produced
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if producing and produced < 1200:
+                _produce(cluster.bootstrap, topic, produced, PARTITIONS)
+                produced += PARTITIONS
+            for r in readers:
+                r.poll()
+            if until():
+                return
+        raise AssertionError(f"not done in {timeout} s: {[_owned(r.consumer) for r in readers]}")
+
+    def settled():
+        owned = [_owned(r.consumer) for r in readers]
+        return all(owned) and sum(map(len, owned)) == PARTITIONS and \
+            set().union(*owned) == set(range(PARTITIONS))
+
+    run(settled)
+    assert _group_type(cluster.bootstrap, group) == "classic"
+    for protocol, group_type in (("consumer", "consumer"), ("classic", "classic")):
+        for i in range(3):
+            leaving = readers[i]
+            leaving.consumer.close()
+            retired.append(leaving)
+            readers[i] = _Reader(cluster.bootstrap, group, topic, protocol)
+            run(lambda: settled() and bool(readers[i].read))
+        assert _group_type(cluster.bootstrap, group) == group_type
+        assert {r.protocol for r in readers} == {protocol}
+    producing = False
+    total = produced
+    run(lambda: sum(len(r.read) for r in readers + retired) >= total and settled(),
+        timeout=30)
+    read = [(p, o) for r in readers + retired for p, o, _v in r.read]
+    assert len(read) == len(set(read)), "a record was read twice"
+    values = sorted(v for r in readers + retired for _p, _o, v in r.read)
+    assert values == sorted(f"v{i}".encode() for i in range(total)), "a record was lost"
+    for r in readers:
+        r.consumer.close()
 
 
 def test_a_regex_subscription_gets_matching_topics_and_later_ones(cluster):

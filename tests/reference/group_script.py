@@ -21,6 +21,8 @@ from protocol.client import WireClient
 from tests.reference.differential import Differential, Normalizer, Side, differences
 
 _MEMBER_ID = re.compile(r"^.+-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+# the member ids a consumer group hands a classic member (Uuid.toString())
+_CONSUMER_GROUP_MEMBER_ID = re.compile(r"^[A-Za-z0-9_-]{22}$")
 _LABEL = re.compile(r"^<member-\d+>$")
 
 
@@ -58,12 +60,13 @@ class _Actor:
             return self.ids[value]
         return value
 
-    def from_wire(self, value: Any) -> Any:
+    def from_wire(self, value: Any, key: str | None = None) -> Any:
         if isinstance(value, dict):
-            return {k: self.from_wire(v) for k, v in value.items()}
+            return {k: self.from_wire(v, k) for k, v in value.items()}
         if isinstance(value, list):
-            return [self.from_wire(v) for v in value]
-        if isinstance(value, str) and _MEMBER_ID.match(value):
+            return [self.from_wire(v, key) for v in value]
+        if isinstance(value, str) and (_MEMBER_ID.match(value) or (
+                key == "member_id" and _CONSUMER_GROUP_MEMBER_ID.match(value))):
             if value not in self.labels:
                 label = f"<member-{len(self.labels)}>"
                 self.labels[value] = label
@@ -117,9 +120,11 @@ class GroupScript:
                 assert time.monotonic() < deadline, (actor.side.name, answer)
                 time.sleep(0.02)
 
-    def send(self, conn: str, api_key: int, version: int, body: dict) -> None:
+    def send(self, conn: str, api_key: int, version: int, body) -> None:
+        """``body``: a request, or a function of the side giving it (topic ids)."""
         for actor in self.actors:
-            actor.conn(conn).send(api_key, version, actor.to_wire(body))
+            request = body(actor.side) if callable(body) else body
+            actor.conn(conn).send(api_key, version, actor.to_wire(request))
         self._pending[conn] = (api_key, version)
 
     def receive(self, conn: str, *, compare: bool = True) -> dict:
