@@ -327,7 +327,7 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("group.max.session.timeout.ms", INT, 1_800_000),
     ConfigDef("group.max.size", INT, (1 << 31) - 1, validator=_positive),
     ConfigDef("group.coordinator.append.linger.ms", INT, -1, validator=AtLeast(-1)),
-    ConfigDef("group.coordinator.rebalance.protocols", LIST, ["classic"],
+    ConfigDef("group.coordinator.rebalance.protocols", LIST, ["classic", "consumer"],
               choices=("classic", "consumer", "share", "streams"),
               validator=lambda v: None if "classic" in v
               else "Disabling the 'classic' protocol is not supported.",

@@ -8,6 +8,10 @@
 - v3+ requests whose client software name or version do not match Kafka's
   pattern get INVALID_REQUEST with an empty list, as Kafka's
   ``ApiVersionsRequest.isValid`` decides.
+- v3+ lists one feature, ``group.version``, as Kafka 4.4 lists it: supported
+  0-1 (v4+ only: KIP-1022), finalized at 1 (the consumer group protocol, KIP-848) when
+  ``group.coordinator.rebalance.protocols`` lists ``consumer``.  kcoord has no
+  KRaft metadata log, so no other feature level (docs/deviations.md).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import re
 
 from broker.apis import advertised_versions, api
+from broker.apis.k068_consumer_group_heartbeat import consumer_protocol_enabled
 from protocol.errors import ErrorCode
 
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
@@ -27,8 +32,20 @@ def api_versions(ctx, request):
         and _SOFTWARE.fullmatch(request.client_software_version)
     ):
         return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": []}
-    return {"error_code": ErrorCode.NONE, "api_keys": _api_keys(ctx.broker),
-            "throttle_time_ms": 0}
+    answer = {"error_code": ErrorCode.NONE, "api_keys": _api_keys(ctx.broker),
+              "throttle_time_ms": 0}
+    if ctx.api_version >= 3:
+        # below v4 a supported feature whose minimum version is 0 is left out,
+        # for the clients that cannot read one (KIP-1022)
+        answer["supported_features"] = _SUPPORTED if ctx.api_version >= 4 else []
+        if consumer_protocol_enabled(ctx.broker):
+            answer["finalized_features"] = _FINALIZED
+            answer["finalized_features_epoch"] = 0
+    return answer
+
+
+_SUPPORTED = [{"name": "group.version", "min_version": 0, "max_version": 1}]
+_FINALIZED = [{"name": "group.version", "max_version_level": 1, "min_version_level": 1}]
 
 
 _API_KEYS: dict[tuple, list[dict]] = {}

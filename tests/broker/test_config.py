@@ -174,11 +174,15 @@ def test_consumer_group_protocol_settings_are_checked_as_kafka_checks_them():
     assert assignor_names(config["group.consumer.assignors"]) == ("range", "uniform")
     default = BrokerConfig.build({}, warn=False)
     assert assignor_names(default["group.consumer.assignors"]) == ("uniform", "range")
-    assert default["group.coordinator.rebalance.protocols"] == ["classic"]
+    assert default["group.coordinator.rebalance.protocols"] == ["classic", "consumer"]
+    assert default["group.consumer.migration.policy"] == "bidirectional"
     refused = [
         ({"group.coordinator.rebalance.protocols": "consumer"},
          "Disabling the 'classic' protocol is not supported."),
         ({"group.consumer.assignors": "uniform,sticky"}, "sticky is not a server assignor"),
+        ({"group.consumer.migration.policy": "sideways"},
+         "String must be one of (case insensitive): bidirectional, upgrade, downgrade, "
+         "disabled"),
         ({"group.consumer.assignors": "uniform,uniform"}, "listed twice"),
         ({"group.consumer.heartbeat.interval.ms": "100"},
          "group.consumer.heartbeat.interval.ms must be greater than or equal to "

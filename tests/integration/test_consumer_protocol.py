@@ -169,10 +169,17 @@ def test_a_restarted_broker_serves_the_group_and_its_offsets(make_broker, tmp_pa
     c.close()
 
 
-def test_the_protocol_is_off_unless_enabled(broker):
-    """With the default ``group.coordinator.rebalance.protocols`` (classic), the
-    consumer group APIs are not advertised and a heartbeat is refused."""
+def test_the_protocol_is_on_by_default_and_can_be_turned_off(broker, make_broker, tmp_path):
+    """As on Kafka 4.x, the consumer group APIs are served by default; with
+    ``group.coordinator.rebalance.protocols=classic`` they are not advertised
+    and a heartbeat is refused, as Kafka refuses it."""
     with WireClient(broker.host, broker.port) as client:
+        versions = client.call(18, 3, {"client_software_name": "t",
+                                          "client_software_version": "1"})
+        assert {68, 69} <= {k["api_key"] for k in versions["api_keys"]}
+    off = make_broker(tmp_path / "off",
+                      overrides={"group.coordinator.rebalance.protocols": "classic"})
+    with WireClient(off.host, off.port) as client:
         versions = client.call(18, 3, {"client_software_name": "t",
                                           "client_software_version": "1"})
         keys = {k["api_key"] for k in versions["api_keys"]}

@@ -137,11 +137,11 @@ def reference_pair(request, tmp_path_factory):
         if which not in partners:
             # node.id set as the reference's server.properties sets it (Kafka's KRaft
             # mode requires it), so that both report it as a static broker config.
-            # Kafka 4.x serves the consumer group protocol (KIP-848) by default;
-            # kcoord beside it serves it too.
+            # Kafka 4.x serves the consumer group protocol (KIP-848) by default, as
+            # kcoord does; 3.9 only previews it (v0): the kcoord beside it does not.
             overrides = dict(kafka.KCOORD_STATIC_PROPERTIES)
-            if which == "main":
-                overrides["group.coordinator.rebalance.protocols"] = "classic,consumer"
+            if which != "main":
+                overrides["group.coordinator.rebalance.protocols"] = "classic"
             partners[which] = BrokerThread(tmp_path_factory.mktemp(f"kcoord-{which}"),
                                            overrides).start()
         return partners[which], reference

@@ -80,16 +80,33 @@ def test_api_versions_same_ranges_as_kafka_39(diff, version):
     assert served == set(SERVED)
 
 
-def test_api_versions_lists_no_features(reference_pair):
-    """kcoord has no KRaft feature levels (docs/deviations.md); Kafka lists them."""
-    for which in ("legacy", "main"):
-        kcoord, ref = reference_pair(which)
-        body = {"client_software_name": "kcoord-ref", "client_software_version": "1.0"}
+def test_api_versions_lists_group_version_as_kafka_4_4_does(reference_pair):
+    """Of the feature levels, kcoord lists ``group.version`` (it has no KRaft
+    metadata log for the others: docs/deviations.md), as Kafka 4.4 lists it
+    with the consumer group protocol enabled; without it, supported only."""
+    body = {"client_software_name": "kcoord-ref", "client_software_version": "1.0"}
+
+    def group_version(answer):
+        return ([f for f in answer["supported_features"] if f["name"] == "group.version"],
+                [f for f in answer["finalized_features"] if f["name"] == "group.version"])
+
+    kcoord, ref = reference_pair("main")
+    for version in (3, 4):
         with WireClient.to(kcoord.bootstrap) as ours, WireClient.to(ref.bootstrap) as theirs:
-            mine, kafkas = ours.call(18, 3, body), theirs.call(18, 3, body)
-        assert mine["supported_features"] == mine["finalized_features"] == []
-        assert mine["finalized_features_epoch"] == -1
-        assert "metadata.version" in {f["name"] for f in kafkas["finalized_features"]}
+            mine, kafkas = ours.call(18, version, body), theirs.call(18, version, body)
+        # below v4 a supported feature whose minimum is 0 is left out (KIP-1022)
+        assert group_version(mine) == group_version(kafkas), version
+        assert group_version(mine)[1] == [{"name": "group.version", "max_version_level": 1,
+                                           "min_version_level": 1}]
+        assert mine["finalized_features_epoch"] >= 0
+    assert [f["name"] for f in mine["supported_features"]] == ["group.version"]
+    assert "metadata.version" in {f["name"] for f in kafkas["finalized_features"]}
+    legacy, _ref = reference_pair("legacy")  # the consumer group protocol disabled
+    with WireClient.to(legacy.bootstrap) as ours:
+        mine = ours.call(18, 4, body)
+    assert group_version(mine) == ([{"name": "group.version", "min_version": 0,
+                                     "max_version": 1}], [])
+    assert mine["finalized_features_epoch"] == -1
 
 
 def _api_versions_frame(version: int) -> bytes:
@@ -351,7 +368,8 @@ def test_describe_configs_broker_answers_kafka_values_for_what_kcoord_knows(diff
     ours, theirs = d.ask(32, version, body)
     mine = {c["name"]: c for c in ours["results"][0]["configs"]}
     kafkas = {c["name"]: c for c in theirs["results"][0]["configs"]}
-    assert set(mine) - set(kafkas) <= {"kcoord.fsync.policy"}
+    # group.consumer.migration.policy is internal in Kafka 3.9, public in 4.x
+    assert set(mine) - set(kafkas) <= {"kcoord.fsync.policy", "group.consumer.migration.policy"}
     assert len(kafkas) > 2 * len(mine)
     # kcoord serves no AlterConfigs, so none of its broker properties can be
     # changed at run time: it reports every one read-only where Kafka reports its
@@ -371,9 +389,12 @@ def test_describe_configs_broker_answers_kafka_values_for_what_kcoord_knows(diff
     # Kafka 4.4 made the coordinator's append linger adaptive (its default -1,
     # KIP-1224, kcoord's too); 3.9's default was 10 ms.
     # That one is asked of Kafka 4.4, which serves no DescribeConfigs v0.
-    newer = {"group.coordinator.append.linger.ms"}
-    theirs["results"][0]["configs"] = [kafkas[n] for n in mine if n in kafkas and n not in newer]
-    ours["results"][0]["configs"] = [mine[n] for n in mine if n in kafkas and n not in newer]
+    # The consumer group protocol's migration policy is public from 4.x on.
+    newer = {"group.coordinator.append.linger.ms", "group.consumer.migration.policy"}
+    # The kcoord beside Kafka 3.9 is told to serve 3.9's protocols (classic only).
+    own = newer | {"group.coordinator.rebalance.protocols"}
+    theirs["results"][0]["configs"] = [kafkas[n] for n in mine if n in kafkas and n not in own]
+    ours["results"][0]["configs"] = [mine[n] for n in mine if n in kafkas and n not in own]
     found = differences(ours, theirs)
     assert not found, "\n".join(found)
     body["resources"][0]["configuration_keys"] = sorted(newer)
