@@ -62,7 +62,7 @@ from broker.groups.subscriptions import (  # noqa: F401 (StaticImage, the hashes
     group_hash,
     topic_hash,
 )
-from broker.groups.group import CONSUMER_PROTOCOL_TYPE, Group
+from broker.groups.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState
 from broker.runtime.outcome import Outcome, Write
 from protocol import group_records as G
 from protocol.errors import ErrorCode as E
@@ -161,7 +161,6 @@ class ConsumerGroupManager:
 
     def heartbeat(self, ticket, req: HeartbeatRequest, now: int) -> Outcome:
         out = Outcome()
-        self._prefolded = 0
         try:
             self._validate(req)
             if self.refusal is not None:
@@ -169,13 +168,17 @@ class ConsumerGroupManager:
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 return self._leave(ticket, req, now)
             group, records, answer = self._heartbeat(req, now)
+            return self._write(out, ticket, group, records, answer)
         except HeartbeatError as error:
             return out.answer(ticket, heartbeat_error(error.code, error.message))
-        return self._write(out, ticket, group, records, answer)
+        finally:
+            # the records a classic group's conversion folded in at once belong
+            # to this operation only, written or not
+            self._prefolded = 0
 
     def _write(self, out: Outcome, ticket, group: ConsumerGroup, records: list,
                answer, on_durable: Callable[[int], None] | None = None,
-               error_answer: Callable[[E], dict] | None = None) -> Outcome:
+               error_answer: Callable[[E], dict] | None = None, now: int = 0) -> Outcome:
         """Fold ``records`` into the group now and answer once they are durable
         (``on_durable`` runs then).
 
@@ -186,7 +189,7 @@ class ConsumerGroupManager:
         prefolded, self._prefolded = self._prefolded, 0
         if not records:
             if on_durable is not None:
-                on_durable(0)
+                on_durable(now)
             return out.answer(ticket, answer)
         before = self.groups.get(group.group_id)
         replaced = before if before is not group else None  # a classic group it takes over
@@ -230,10 +233,14 @@ class ConsumerGroupManager:
             return
         if failed.replaced is not None:
             # the write that took the group over from a classic group: every
-            # later one builds on it, and the classic group is back as it was
+            # later one builds on it, and the classic group is back as it was,
+            # its members' sessions from now
             group.pending.clear()
             self.forget(group)
-            self.groups[group.group_id] = failed.replaced
+            if self.adopt is not None:
+                self.adopt(failed.replaced, None, now)
+            else:
+                self.groups[group.group_id] = failed.replaced
             return
         at = group.pending.index(failed)
         later = group.pending[at + 1:]
@@ -253,12 +260,16 @@ class ConsumerGroupManager:
         # timers cancelled or armed for what was undone follow the group as it is
         self._arm_members(group, now)
 
-    def _arm_members(self, group: ConsumerGroup, now: int) -> None:
+    def _arm_members(self, group: ConsumerGroup, now: int, loaded: bool = False) -> None:
         """The session timer of every member, and the revocation timer of those
-        that must revoke (after a load or an undone write)."""
+        that must revoke (after a load or an undone write).  After a load every
+        member gets the group's session timeout and, if it must revoke, its
+        revocation timer, whichever protocol it speaks, as Kafka's onLoaded
+        arms them."""
         for member_id, member in group.members.items():
-            self._arm_session(group.group_id, member_id, now, member)
-            if member.state is MemberState.UNREVOKED_PARTITIONS and not member.uses_classic:
+            self._arm_session(group.group_id, member_id, now, None if loaded else member)
+            if member.state is MemberState.UNREVOKED_PARTITIONS and \
+                    (loaded or not member.uses_classic):
                 self.timers.schedule(("cg-revoke", group.group_id, member_id),
                                      now + max(member.rebalance_timeout_ms, 0),
                                      member.member_epoch)
@@ -310,7 +321,7 @@ class ConsumerGroupManager:
             return ConsumerGroup(group_id)
         if isinstance(group, ConsumerGroup):
             return group
-        if create and not group.members and not group.pending_members:
+        if create and group.state in (GroupState.EMPTY, GroupState.DEAD):
             # An empty classic group (committed offsets only, or left by all its
             # members) gives way; its offsets stay (maybeDeleteEmptyClassicGroup).
             records.append((G.GROUP_METADATA, None, None))
@@ -344,6 +355,9 @@ class ConsumerGroupManager:
         except migration.MigrationRefused as error:
             log.warning("group.upgrade_refused", group_id=gid, reason=str(error))
             raise HeartbeatError(E.GROUP_ID_NOT_FOUND, str(error)) from None
+        except migration.MigrationFailed as error:  # Kafka's conversion throws
+            log.error("group.upgrade_failed", group_id=gid, reason=str(error))
+            raise HeartbeatError(E.UNKNOWN_SERVER_ERROR) from None
         names = set()
         for m in members:
             names.update(m.subscribed_topic_names)
@@ -986,11 +1000,14 @@ class ConsumerGroupManager:
                         record="downgrade",
                         reason="the classic group's records could not be written; the "
                                "consumer group is back")
+            out = Outcome()
             if self.groups.get(gid) is classic:
+                _release_parked(classic, out)  # JoinGroups parked on it meanwhile
                 self.groups[gid] = group
+                group.metadata_seen = None
                 self._arm_members(group, now)
-            return Outcome().answer(ticket, error_answer(map_write_error(error))) \
-                if ticket is not None else Outcome()
+            return out.answer(ticket, error_answer(map_write_error(error))) \
+                if ticket is not None else out
 
         out.writes.append(Write(records, done))
         return out
@@ -1111,8 +1128,13 @@ class ConsumerGroupManager:
                   "protocol_name": updated.classic.protocols[0][0], "leader": "",
                   "skip_assignment": False, "member_id": member_id, "members": []}
         if downgrade:
+            # the records of the join are not written: the group's tombstones
+            # and the classic group's record replace them
             rebalance = any(r[0] == G.CONSUMER_GROUP_METADATA for r in records) or \
                 group.assignment_epoch < group.group_epoch
+            if rebalance:  # not reconciled: the generation it joined with (0)
+                reconciled = updated.with_(member_epoch=member.member_epoch)
+                answer["generation_id"] = member.member_epoch
             return self._downgrade(
                 group, set(), reconciled,
                 f"Downgrade group {group.group_id} from consumer to classic with stale "
@@ -1125,8 +1147,12 @@ class ConsumerGroupManager:
             self.timers.schedule(("cg-session", gid, member_id), now + req.session_timeout_ms)
             self.timers.schedule(("cg-sync", gid, member_id), now + req.rebalance_timeout_ms)
 
-        return self._write(out, ticket, group, records, answer, on_durable=joined,
-                           error_answer=lambda code: join_error(code, req.member_id))
+        try:
+            return self._write(out, ticket, group, records, answer, on_durable=joined,
+                               error_answer=lambda code: join_error(code, req.member_id),
+                               now=now)
+        finally:
+            self._prefolded = 0
 
     def _check_size(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> None:
         """GroupMetadataManager.throwIfConsumerGroupIsFull."""
@@ -1182,6 +1208,8 @@ class ConsumerGroupManager:
         out = Outcome()
         try:
             member = self._classic_member(group, member_id, instance_id, generation)
+            if not member.classic.protocols:  # a record that lists none
+                raise HeartbeatError(E.UNKNOWN_SERVER_ERROR)
             name = member.classic.protocols[0][0]
             if protocol_type is not None and protocol_type != CONSUMER_PROTOCOL_TYPE:
                 raise HeartbeatError(E.INCONSISTENT_GROUP_PROTOCOL)
@@ -1315,7 +1343,7 @@ class ConsumerGroupManager:
             if group.dead:
                 continue
             self.groups[group_id] = group
-            self._arm_members(group, now)
+            self._arm_members(group, now, loaded=True)
 
     def deletion_records(self, group: ConsumerGroup,
                          joining: ConsumerMember | None = None) -> list[tuple[bytes, None]]:

@@ -34,23 +34,37 @@ class MigrationRefused(Exception):
     """The group cannot change protocol; the message is Kafka's."""
 
 
+class MigrationFailed(Exception):
+    """The group is in a state Kafka's conversion fails on (an internal error:
+    UNKNOWN_SERVER_ERROR); the message says which."""
+
+
 def consumer_members_of(classic: Group, metadata: TopicImage) -> list[ConsumerMember]:
     """The classic group's members as consumer group members: each keeps the
     partitions its last SyncGroup gave it, as its target too, Stable at the
     classic generation (a member then in a rebalance is asked to join again)."""
     generation = classic.generation
+    if classic.protocol_name is None:
+        raise MigrationFailed("no protocol is selected yet (its first rebalance)")
     members = []
+    held: set[tuple[uuid.UUID, int]] = set()
     for m in classic.members.values():
-        protocol = classic.protocol_name or (m.protocols[0][0] if m.protocols else "")
+        if classic.protocol_name not in m.protocol_names():
+            raise MigrationFailed(f"member {m.member_id} does not support protocol "
+                                  f"{classic.protocol_name}")
         try:
-            assigned = _assignment_of(m.assignment, metadata)
-            subscription = G.consumer_subscription(m.metadata(protocol))
-        except MigrationRefused:
-            raise
+            assigned = _assignment_of(m.assignment, metadata, classic.group_id)
+            subscription = G.consumer_subscription(m.metadata(classic.protocol_name))
         except MALFORMED:
             raise MigrationRefused(
                 f"Cannot upgrade classic group {classic.group_id} to consumer group because the "
                 f"embedded consumer protocol is malformed.") from None
+        for topic_id, parts in assigned.items():
+            for p in parts:
+                if (topic_id, p) in held:
+                    raise MigrationFailed(f"partition {p} of topic {topic_id} is assigned to "
+                                          f"two members")
+                held.add((topic_id, p))
         members.append(ConsumerMember(
             m.member_id, instance_id=m.group_instance_id, rack_id=subscription.get("rack_id"),
             client_id=m.client_id, client_host=m.client_host,
@@ -64,12 +78,15 @@ def consumer_members_of(classic: Group, metadata: TopicImage) -> list[ConsumerMe
     return members
 
 
-def _assignment_of(raw: bytes, metadata: TopicImage) -> Assignment:
+def _assignment_of(raw: bytes, metadata: TopicImage, group_id: str) -> Assignment:
     if not raw:
         return {}
     assignment = G.consumer_assignment(raw)
-    if assignment.get("user_data"):
-        raise MigrationRefused("userData from a custom assignor would be lost")
+    if assignment.get("user_data"):  # it would be lost
+        raise MigrationRefused(
+            f"Cannot upgrade classic group {group_id} to consumer group because an unsupported "
+            f"custom assignor is in use. Please refer to the documentation or switch to a "
+            f"default assignor before re-attempting the upgrade.")
     out: dict[uuid.UUID, frozenset[int]] = {}
     for item in assignment["assigned_partitions"]:
         found = metadata.lookup(item["topic"])
@@ -119,7 +136,11 @@ def classic_group_of(group: ConsumerGroup, leaving: set[str], joining: ConsumerM
             m.member_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
             m.classic.session_timeout_ms, CONSUMER_PROTOCOL_TYPE, list(m.classic.protocols),
             group_instance_id=m.instance_id))
-    classic.protocol_name = classic.select_protocol()
+    try:
+        classic.protocol_name = classic.select_protocol()
+    except ValueError as error:  # the members share no protocol
+        raise MigrationRefused(
+            f"Cannot downgrade the classic group {group.group_id}: {error}.") from None
     classic.subscribed = classic.subscribed_topics()
     for m in classic.members.values():
         source = replaced if joining is not None and m.member_id == joining.member_id \
@@ -146,6 +167,8 @@ def _by_name(assignment: Assignment, metadata: TopicImage) -> list[tuple[str, li
 def assignment_bytes(member: ConsumerMember, metadata: TopicImage) -> bytes:
     """A classic member's SyncGroup assignment: the partitions it holds now, in
     the version of its first protocol's subscription (prepareAssignment)."""
+    if not member.classic.protocols:
+        raise ValueError(f"member {member.member_id} has no classic protocol")
     version = G.consumer_protocol_version(member.classic.protocols[0][1])
     return G.consumer_assignment_bytes(_by_name(member.assigned, metadata), version)
 

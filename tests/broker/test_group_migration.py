@@ -195,7 +195,9 @@ def test_an_upgrade_answers_the_parked_joins_of_a_rebalancing_classic_group():
 
 @pytest.mark.parametrize("case, message", [
     ("protocol type", "the group does not use the consumer embedded protocol"),
-    ("user data", "userData from a custom assignor would be lost"),
+    ("user data", "because an unsupported custom assignor is in use. Please refer to the "
+                  "documentation or switch to a default assignor before re-attempting the "
+                  "upgrade."),
     ("size", "the group size exceeds the consumer group maximum size"),
 ])
 def test_an_upgrade_is_refused_as_kafka_refuses_it(case, message):
@@ -470,3 +472,83 @@ def test_mixed_members_never_own_a_partition_twice(actions):
         if isinstance(g, ConsumerGroup):
             assert all(len(who) == 1 for who in held_by(g).values())
     assert_replay_equals_live(h)
+
+
+# == what Kafka's conversion fails on, and crash paths =======================================
+
+def test_an_upgrade_refused_after_the_conversion_leaves_later_writes_whole():
+    h = harness(consumer_max_size=2)
+    classic_group(h)  # two members: the group converts, then the newcomer does not fit
+    h.consumer_heartbeat(group="other", member="x1")
+    answer = h.consumer_heartbeat(member="c1")
+    assert answer["error_code"] == E.GROUP_MAX_SIZE_REACHED
+    assert isinstance(h.core.groups["g"], Group)
+    h.advance(45_000)  # x1's session ends: its removal is written and folded in
+    h.settle()
+    assert "x1" not in h.core.groups["other"].members
+    assert_replay_equals_live(h)
+
+
+def test_a_join_that_changes_nothing_keeps_the_member():
+    h = harness()
+    a, b, generation, c = upgraded(h)
+    first = rejoin(h, a, owned=[0, 1, 2])
+    second = rejoin(h, a, owned=[0, 1, 2])  # a retry: nothing to write
+    assert second["generation_id"] == first["generation_id"]
+    h.advance(1)
+    assert a in h.core.groups["g"].members
+
+
+def test_a_classic_group_whose_members_overlap_is_not_upgraded():
+    h = harness()
+    classic_group(h, shares=((0, 1, 2), (2, 3, 4, 5)))
+    answer = h.consumer_heartbeat(member="c1")
+    assert answer["error_code"] == E.UNKNOWN_SERVER_ERROR
+    assert isinstance(h.core.groups["g"], Group)
+
+
+def test_a_classic_group_in_its_first_rebalance_is_not_upgraded():
+    h = harness(initial_rebalance_delay_ms=3_000)
+    h.join_new("g", protocols=[("range", subscription())])  # waits for the delay
+    answer = h.consumer_heartbeat(member="c1")
+    assert answer["error_code"] == E.UNKNOWN_SERVER_ERROR
+    assert isinstance(h.core.groups["g"], Group)
+
+
+def test_an_empty_classic_group_with_a_pending_member_gives_way():
+    h = harness()
+    first = h.join("g", protocols=[("range", subscription())])
+    assert h.answer(first)["error_code"] == E.MEMBER_ID_REQUIRED  # a pending member only
+    answer = h.consumer_heartbeat(member="c1")
+    assert answer["error_code"] == E.NONE and answer["member_epoch"] == 2
+
+
+def test_a_malformed_subscription_in_a_join_is_refused():
+    h = harness()
+    a, b, generation, c = upgraded(h)
+    for raw in (b"", b"\x00", b"\x00\x01\x00\x00\x00\x05\x00", b"\xff\xff" * 8):
+        t = h.join("g", a, protocols=[("range", raw)])
+        assert h.answer(t)["error_code"] == E.INCONSISTENT_GROUP_PROTOCOL
+    assert h.core.groups["g"].members[a].member_epoch == generation
+
+
+def test_a_classic_member_without_protocols_is_answered_not_crashed():
+    h = harness()
+    a, b, generation, c = upgraded(h)
+    g = h.core.groups["g"]
+    member = g.members[a]
+    g.members[a] = member.with_(classic=member.classic.__class__(10_000, ()))
+    assert sync(h, a, generation)["error_code"] == E.UNKNOWN_SERVER_ERROR
+
+
+def test_a_downgrade_the_members_cannot_make_leaves_a_consumer_group():
+    h = harness()
+    a, b, generation, c = upgraded(h)
+    g = h.core.groups["g"]
+    for member_id, name in ((a, "range"), (b, "roundrobin")):  # no shared protocol
+        m = g.members[member_id]
+        g._set_member(member_id, m.with_(classic=m.classic.__class__(
+            10_000, ((name, subscription()),))))
+    left = h.consumer_heartbeat(member="c1", epoch=-1)
+    assert left["error_code"] == E.GROUP_ID_NOT_FOUND
+    assert isinstance(h.core.groups["g"], ConsumerGroup)
