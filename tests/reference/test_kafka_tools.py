@@ -451,10 +451,12 @@ def _tables(out: str) -> list[list[list[str]]]:
 
 
 def _describe_live_group(bootstrap: str, topic: str, group: str,
-                         settings: dict | None = None) -> dict[str, list]:
+                         settings: dict | None = None,
+                         second: dict | None = None) -> dict[str, list]:
     """Every ``--describe`` view of ``group`` while two members hold ``topic``, with
     member ids and the coordinator's address replaced by stable names; ``settings``
-    go to the members (``group.protocol``)."""
+    go to the members (``group.protocol``).  With ``second``, the second member
+    has those settings instead and starts once the first holds every partition."""
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.structs import OffsetAndMetadata
@@ -474,9 +476,14 @@ def _describe_live_group(bootstrap: str, topic: str, group: str,
     simple.commit({TopicPartition(topic, p): OffsetAndMetadata(offset, "", -1)
                    for p, offset in enumerate(COMMITTED)})
     simple.close()
-    members = [ConfluentMember(bootstrap, group, topic, commit=False,
-                               extra={"client.id": f"client-{name}", **(settings or {})}).start()
-               for name in "ab"]
+    members = []
+    for name in "ab":
+        extra = second if second is not None and name == "b" else settings
+        if name == "b" and second is not None:
+            until(lambda: owned_once(members, len(COUNTS)), 60,
+                  lambda: f"the first member alone: {sorted(members[0].assignment)}")
+        members.append(ConfluentMember(bootstrap, group, topic, commit=False, extra={
+            "client.id": f"client-{name}", **(extra or {})}).start())
     try:
         unread = {(p, o) for p, count in enumerate(COUNTS) for o in range(COMMITTED[p], count)}
         until(lambda: owned_once(members, len(COUNTS)) and all(m.member_id for m in members)
@@ -585,6 +592,26 @@ def test_kafka_consumer_groups_describes_a_consumer_protocol_group_as_kafka_does
         ours = [anonymous(t) for t in kcoord[view]]
         theirs = [anonymous(t) for t in kafka_[view]]
         assert ours == theirs, f"{view}:\n{ours}\n{theirs}"
+
+
+def test_kafka_consumer_groups_describes_a_group_in_migration_as_kafka_does(
+        tools, make_broker, scratch_kafka):
+    """A classic group that a consumer-protocol member joins (online migration):
+    the same views as Kafka prints for it, the classic member among the
+    consumer group's members with its partitions."""
+    import uuid
+
+    suffix = uuid.uuid4().hex[:8]
+    topic, group = f"migrating-{suffix}", f"migrators-{suffix}"
+    second = {"group.protocol": "consumer"}
+    kcoord = _describe_live_group(make_broker().bootstrap, topic, group, None, second)
+    kafka_ = _describe_live_group(scratch_kafka.bootstrap, topic, group, None, second)
+    (members,) = kcoord["members"]
+    assert sorted(row[3] for row in members[1:]) == ["client-a", "client-b"]
+    assert sum(int(row[4]) for row in members[1:]) == len(COUNTS)
+    for view in ("offsets", "members", "state"):
+        assert [[t[0], *sorted(t[1:])] for t in kcoord[view]] == \
+            [[t[0], *sorted(t[1:])] for t in kafka_[view]], view
 
 
 def test_consumer_perf_test_consumes_in_a_group(tools, make_broker):
