@@ -203,7 +203,7 @@ def test_an_upgrade_answers_the_parked_joins_of_a_rebalancing_classic_group():
 def test_an_upgrade_is_refused_as_kafka_refuses_it(case, message):
     h = harness(consumer_max_size=1 if case == "size" else 2**31 - 1)
     if case == "protocol type":
-        ids = h.stable_group("g", protocol_type="connect")
+        h.stable_group("g", protocol_type="connect")
     else:
         (a, b), generation = classic_group(h)
         if case == "user data":
@@ -398,7 +398,7 @@ def test_a_group_goes_up_and_down_and_up_again():
     h.consumer_heartbeat(member="c1", epoch=-1)
     g = h.core.groups["g"]
     ta = h.join("g", a, protocols=[("range", subscription())])
-    tb = h.join("g", b, protocols=[("range", subscription())])
+    h.join("g", b, protocols=[("range", subscription())])
     h.settle()
     gen = h.answer(ta)["generation_id"]
     leader = h.answer(ta)["leader"]
@@ -552,3 +552,23 @@ def test_a_downgrade_the_members_cannot_make_leaves_a_consumer_group():
     left = h.consumer_heartbeat(member="c1", epoch=-1)
     assert left["error_code"] == E.GROUP_ID_NOT_FOUND
     assert isinstance(h.core.groups["g"], ConsumerGroup)
+
+
+def test_a_classic_member_replacing_the_last_static_consumer_member_downgrades_the_group():
+    h = harness()
+    (a, b), generation = classic_group(h)
+    s1 = h.consumer_heartbeat(member="s1", instance="i1")
+    assert s1["error_code"] == E.NONE
+    # the static member comes back as a classic consumer, under a new member id
+    t = h.join("g", "", instance="i1", protocols=[("range", subscription())])
+    h.settle()
+    joined = h.answer(t)
+    assert joined["error_code"] == E.NONE and joined["member_id"] != "s1"
+    g = h.core.groups["g"]
+    assert isinstance(g, Group)
+    assert set(g.members) == {a, b, joined["member_id"]}
+    assert g.static_members == {"i1": joined["member_id"]}
+    # its assignment is the one the static member had as its target
+    given = [p for m in g.members.values() for p in decoded(m.assignment)]
+    assert sorted(given) == list(range(6))
+    assert_replay_equals_live(h)

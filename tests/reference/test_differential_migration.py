@@ -13,26 +13,13 @@ import itertools
 import struct
 import time
 
-import pytest
-
 from protocol import group_records as G
-from tests.reference.differential import Differential
 from tests.reference.group_script import GroupScript
 from tests.reference.test_differential_consumer_groups import _coordinators_know
 from tests.reference.test_differential_groups import commit, heartbeat, join, sync
 
 _names = itertools.count()
 REBALANCE_IN_PROGRESS = 27
-ILLEGAL_GENERATION = 22
-UNKNOWN_MEMBER_ID = 25
-INCONSISTENT_GROUP_PROTOCOL = 23
-
-
-@pytest.fixture
-def d(reference_pair) -> Differential:
-    kcoord, ref = reference_pair("main")
-    return Differential(kcoord.bootstrap, ref.bootstrap, f"Kafka {ref.version}")
-
 
 def _string(text: str) -> bytes:
     raw = text.encode()
@@ -109,7 +96,8 @@ def _classic_group_of_two(s: GroupScript, group: str, topic: str) -> int:
     return generation
 
 
-def test_a_running_classic_group_is_upgraded_and_downgraded_as_on_kafka(d):
+def test_a_running_classic_group_is_upgraded_and_downgraded_as_on_kafka(diff):
+    d = diff("main")
     n = next(_names)
     group, topic = f"mig-g{n}", f"mig-t{n}"
     d.create_topics(topic, partitions=6)
