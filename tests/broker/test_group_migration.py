@@ -133,6 +133,9 @@ def test_a_consumer_protocol_member_upgrades_a_running_classic_group():
     assert c["error_code"] == E.NONE and c["member_epoch"] == generation + 1
     # the classic members keep what they own, at their generation
     assert g.members[a].uses_classic and g.members[a].member_epoch == generation
+    assert g.members[a].previous_member_epoch == generation
+    assert g.members[a].classic.session_timeout_ms == 10_000
+    assert g.members[a].rebalance_timeout_ms == 30_000 and g.members[a].client_id == "c"
     assert g.members[a].assigned == {T: frozenset({0, 1, 2})}
     assert g.members[b].assigned == {T: frozenset({3, 4, 5})}
     # the newcomer waits until they release its share
@@ -160,6 +163,11 @@ def test_classic_members_rejoin_revoke_and_the_newcomer_gets_its_share():
     assert h.heartbeat("g", generation, a) == E.REBALANCE_IN_PROGRESS
     joined = rejoin(h, a, owned=[0, 1, 2])
     assert joined["error_code"] == E.NONE and joined["members"] == [] and joined["leader"] == ""
+    # it still owns the partition it must give up: it stays at its epoch, and the
+    # newcomer does not get that partition yet
+    member = h.core.groups["g"].members[a]
+    assert member.state is MemberState.UNREVOKED_PARTITIONS
+    assert joined["generation_id"] == generation and member.pending_revocation
     assert joined["protocol_type"] == "consumer" and joined["protocol_name"] == "range"
     synced = sync(h, a, joined["generation_id"], protocol_type="consumer",
                   protocol_name="range")
@@ -572,3 +580,42 @@ def test_a_classic_member_replacing_the_last_static_consumer_member_downgrades_t
     given = [p for m in g.members.values() for p in decoded(m.assignment)]
     assert sorted(given) == list(range(6))
     assert_replay_equals_live(h)
+
+
+def test_static_classic_members_keep_their_instance_ids_up_and_down():
+    h = harness()
+    tickets = []
+    for i in range(2):
+        t = h.join("g", "", instance=f"i{i}", protocols=[("range", subscription())])
+        tickets.append(t)
+    h.advance(0)
+    h.settle()
+    answers = [h.answer(t) for t in tickets]
+    ids = [x["member_id"] for x in answers]
+    generation, leader = answers[0]["generation_id"], answers[0]["leader"]
+    plan = [(ids[0], assignment(0, 1, 2)), (ids[1], assignment(3, 4, 5))]
+    for m, inst in zip(ids, ("i0", "i1")):
+        h.sync("g", generation, m, plan if m == leader else (), instance=inst)
+    h.settle()
+    h.consumer_heartbeat(member="c1")
+    g = h.core.groups["g"]
+    assert g.static_members == {"i0": ids[0], "i1": ids[1]}
+    h.consumer_heartbeat(member="c1", epoch=-1)
+    g = h.core.groups["g"]
+    assert isinstance(g, Group) and g.protocol_type == "consumer"
+    assert g.static_members == {"i0": ids[0], "i1": ids[1]}
+    assert {m.group_instance_id for m in g.members.values()} == {"i0", "i1"}
+
+
+def test_owned_partitions_of_an_unknown_topic_are_left_out():
+    h = harness()
+    a, b, generation, c = upgraded(h)
+    # owned: partition 0 of a topic the broker does not have, then 0-2 of t
+    raw = struct.pack(">hi", 1, 1) + _string("t") + struct.pack(">i", -1) + \
+        struct.pack(">i", 2) + _string("ghost") + struct.pack(">ii", 1, 0) + \
+        _string("t") + struct.pack(">iiii", 3, 0, 1, 2)
+    t = h.join("g", a, protocols=[("range", raw)])
+    h.settle()
+    joined = h.answer(t)
+    assert joined["error_code"] == E.NONE
+    assert h.core.groups["g"].members[a].state is MemberState.UNREVOKED_PARTITIONS
