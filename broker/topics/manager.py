@@ -457,6 +457,42 @@ class TopicManager:
                              f"Could not record the partitions of {grown.name}: {exc}") from None
         return made
 
+    async def alter_configs(self, topic: Topic, configs: dict[str, str]) -> None:
+        """Replace ``topic``'s dynamic configs (checked by the caller): durable in
+        the topic journal when this returns, and applied to its partition logs
+        at once (retention, compaction, rolls and produce checks read them).
+        Serialized with the topic's growths, as Kafka's controller serializes
+        its changes."""
+        async with self._growing:
+            if self.topics.get(topic.name) is not topic:
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"The topic '{topic.name}' does not exist.")
+            altered = Topic(topic.name, topic.topic_id, topic.partitions, dict(configs))
+            config = self.log_config(altered)
+            await self._run(self._record_configs, topic, altered)
+            if self.topics.get(topic.name) is not topic:
+                return  # deleted meanwhile: its logs are gone
+            before = topic.configs
+            topic.configs = altered.configs
+            for p in range(topic.partitions):
+                plog = self.logs.get(topic.name, p) if self.logs is not None else None
+                if plog is not None:
+                    plog.config = config
+            log.info("topic.configs_altered", topic=topic.name,
+                     set={k: v for k, v in altered.configs.items() if before.get(k) != v},
+                     removed=sorted(set(before) - set(altered.configs)))
+
+    def _record_configs(self, topic: Topic, altered: Topic) -> None:
+        if self.topics.get(topic.name) is not topic:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"The topic '{topic.name}' does not exist.")
+        try:
+            self.store.record(created=[_entry(altered)])
+        except OSError as exc:
+            log.error("topic.configs_alter_failed", topic=topic.name, error=str(exc))
+            raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                             f"Could not record the configs of {topic.name}: {exc}") from None
+
     async def delete(self, topic: Topic) -> None:
         """Delete a topic: gone from metadata at once, durable when this returns.
 

@@ -88,7 +88,7 @@ class Normalizer:
         if isinstance(value, Mapping):
             out = {k: self._walk(v, k) for k, v in value.items()}
             if out.get("resource_type") == 4:
-                # kcoord serves no AlterConfigs: every broker property is read-only
+                # kcoord's broker configs are static: every broker property is read-only
                 # there, where Kafka's dynamic ones are not (docs/deviations.md).
                 for entry in out.get("configs", []):
                     entry["read_only"] = "<broker property>"

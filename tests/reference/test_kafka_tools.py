@@ -69,6 +69,42 @@ def test_kafka_configs_describe_topic_and_broker(tools, make_broker):
     assert "group.initial.rebalance.delay.ms=0" in broker
 
 
+def _configs_session(bootstrap: str, topic: str) -> list[str]:
+    """kafka-configs altering a topic: add, describe, delete, describe."""
+    configs = "org.apache.kafka.tools.ConfigCommand"
+    server = ("--bootstrap-server", bootstrap)
+    _run("org.apache.kafka.tools.TopicCommand", *server, "--create", "--topic", topic, "--partitions", "1",
+         "--replication-factor", "1")
+    entity = ("--entity-type", "topics", "--entity-name", topic)
+    outputs = [
+        _run(configs, *server, "--alter", *entity, "--add-config",
+             "retention.ms=86400000,cleanup.policy=[compact,delete],max.message.bytes=2000000"),
+        _run(configs, *server, "--describe", *entity),
+        _run(configs, *server, "--alter", *entity, "--delete-config", "retention.ms"),
+        _run(configs, *server, "--describe", *entity),
+    ]
+    bad = kafka.run_tool(configs, *server, "--alter", *entity, "--add-config",
+                         "retention.ms=soon")
+    outputs.append((bad.returncode, [line for line in (bad.stdout + bad.stderr).splitlines()
+                                     if "Invalid value" in line][:1]))
+    return [o.replace(topic, "<topic>") if isinstance(o, str) else o for o in outputs]
+
+
+def test_kafka_configs_alters_a_topic_as_on_kafka(tools, make_broker, scratch_kafka):
+    """``kafka-configs --alter`` (IncrementalAlterConfigs) adds and deletes a topic's
+    configs, and ``--describe`` shows them, with the same output as on Kafka;
+    a bad value is refused with Kafka's words."""
+    import uuid
+
+    topic = f"altered-{uuid.uuid4().hex[:8]}"
+    ours = _configs_session(make_broker().bootstrap, topic)
+    theirs = _configs_session(scratch_kafka.bootstrap, topic)
+    assert "retention.ms=86400000" in ours[1] and "cleanup.policy=compact,delete" in ours[1]
+    assert "retention.ms" not in ours[3] and "max.message.bytes=2000000" in ours[3]
+    assert ours[4][0] != 0 and "retention.ms" in ours[4][1][0]
+    assert ours == theirs
+
+
 def test_kafka_broker_api_versions(tools, make_broker):
     node = make_broker()
     out = _run("org.apache.kafka.tools.BrokerApiVersionsCommand",

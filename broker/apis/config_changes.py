@@ -1,0 +1,127 @@
+"""AlterConfigs and IncrementalAlterConfigs, resource by resource, as Kafka 4.4
+answers them (ConfigAdminManager's checks on the broker, then the
+controller's ConfigurationControlManager): each resource gets its own error
+code and message, and the ones that pass change at once unless
+``validate_only``.
+
+- TOPIC (2): the topic's dynamic configs (DescribeConfigs source
+  DYNAMIC_TOPIC_CONFIG), persisted in the topic journal before the answer and
+  applied to its partition logs at once: retention, compaction, segment roll
+  and produce checks read them from then on.  AlterConfigs replaces the
+  whole set; IncrementalAlterConfigs sets, deletes, or appends to and
+  subtracts from a list config (from the topic's value, or the config's own
+  default when it has none).
+- BROKER (4) and BROKER_LOGGER (8): kcoord's broker configs are static
+  (docs/deviations.md): refused with INVALID_CONFIG, after Kafka's checks of
+  the broker id.
+- Other resource types: INVALID_REQUEST, "Unknown resource type".
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from broker.config import LIST, TOPIC_CONFIGS, format_value, validate_topic_config
+from broker.topics.manager import TopicError, validate_topic_name
+from protocol.errors import ErrorCode
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_OPERATIONS = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+
+
+class _Refused(Exception):
+    def __init__(self, code: ErrorCode, message: str | None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+async def alter_configs(ctx, request, incremental: bool) -> dict:
+    broker = ctx.broker
+    named = Counter((r.resource_type, r.resource_name) for r in request.resources)
+    responses = []
+    for res in request.resources:
+        answer = {"error_code": ErrorCode.NONE, "error_message": None,
+                  "resource_type": res.resource_type, "resource_name": res.resource_name}
+        try:
+            if named[(res.resource_type, res.resource_name)] > 1:
+                raise _Refused(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            changes = _changes(broker, res, incremental)
+            if not request.validate_only:
+                topic = broker.topics.get(res.resource_name)
+                await broker.topics.alter_configs(topic, changes)
+        except _Refused as refused:
+            answer["error_code"], answer["error_message"] = refused.code, refused.message
+        except TopicError as error:
+            answer["error_code"], answer["error_message"] = error.code, error.message
+        responses.append(answer)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+def _changes(broker, res, incremental: bool) -> dict[str, str]:
+    """The resource's new dynamic configs, or ``_Refused`` with Kafka's words."""
+    if res.resource_type not in (TOPIC, BROKER, BROKER_LOGGER):
+        raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown resource type {res.resource_type}")
+    if res.resource_type != TOPIC and res.resource_name not in ("", str(broker.node_id)):
+        raise _Refused(ErrorCode.INVALID_REQUEST,
+                       f"Unexpected broker id, expected {broker.node_id}, but received "
+                       f"{res.resource_name}")
+    names = Counter(c.name for c in res.configs)
+    if any(n > 1 for n in names.values()):
+        raise _Refused(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    for c in res.configs:
+        op = c.config_operation if incremental else SET
+        if op not in _OPERATIONS:
+            raise _Refused(ErrorCode.UNKNOWN_SERVER_ERROR, None)
+        if op != DELETE and c.value is None:
+            raise _Refused(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}")
+    if res.resource_type != TOPIC:
+        raise _Refused(ErrorCode.INVALID_CONFIG,
+                       "kcoord's broker configs are static: set them when the broker starts "
+                       "(--override or a properties file)")
+    name = res.resource_name
+    topic = broker.topics.get(name)
+    if topic is None:
+        invalid = validate_topic_name(name)
+        if invalid:
+            raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION, invalid)
+        raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                       f"The topic '{name}' does not exist.")
+    configs = dict(topic.configs) if incremental else {}
+    for c in res.configs:
+        op = c.config_operation if incremental else SET
+        defn = TOPIC_CONFIGS.get(c.name)
+        if op == DELETE:
+            configs.pop(c.name, None)
+            continue
+        if defn is None:
+            raise _Refused(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
+        if op == SET:
+            configs[c.name] = c.value
+            continue
+        if defn.type != LIST:
+            raise _Refused(ErrorCode.INVALID_CONFIG,
+                           f"Can't {_OPERATIONS[op]} to key {c.name} because its type is not "
+                           f"LIST.")
+        current = configs.get(c.name)
+        if current is None:
+            current = format_value(defn, defn.default) or ""
+        parts = [p.strip() for p in current.split(",") if p.strip()]
+        given = [p.strip() for p in c.value.split(",") if p.strip()]
+        if op == APPEND:
+            parts += [p for p in given if p not in parts]
+        else:
+            parts = [p for p in parts if p not in given]
+        configs[c.name] = ",".join(parts)
+    for key, value in configs.items():
+        try:
+            validate_topic_config(key, value)
+        except ValueError as error:
+            raise _Refused(ErrorCode.INVALID_CONFIG, str(error)) from None
+    if str(configs.get("remote.storage.enable", "")).strip().lower() == "true":
+        # kcoord has no tiered storage, like a Kafka with remote.log.storage.system.enable=false.
+        raise _Refused(ErrorCode.INVALID_CONFIG,
+                       "Tiered Storage functionality is disabled in the broker. Topic cannot be "
+                       "configured with remote log storage.")
+    return configs

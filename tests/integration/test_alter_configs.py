@@ -1,0 +1,157 @@
+"""A topic's configs changed at run time by the admin clients of confluent-kafka
+(IncrementalAlterConfigs), kafka-python and aiokafka (AlterConfigs): applied
+at once (retention deletes, produce checks the new size, the cleaner
+compacts), shown by DescribeConfigs, and kept over a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from confluent_kafka import KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
+
+from protocol.client import WireClient
+
+FAST = {"log.retention.check.interval.ms": "200", "log.cleaner.backoff.ms": "200"}
+
+
+def _create(admin: AdminClient, name: str, **configs) -> None:
+    for future in admin.create_topics([NewTopic(name, 1, 1, config=configs)]).values():
+        future.result(10)
+
+
+def _produce(bootstrap: str, topic: str, count: int, size: int = 100, keys: int = 0) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.size": 1})
+    for i in range(count):
+        key = f"k{i % keys}".encode() if keys else None
+        producer.produce(topic, b"x" * size, key=key)
+        producer.flush(10)
+
+
+def _earliest(bootstrap: str, topic: str) -> int:
+    with WireClient.to(bootstrap) as client:
+        answer = client.call(2, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                            "timestamp": -2}]}]})
+    return answer["topics"][0]["partitions"][0]["offset"]
+
+
+def _described(admin: AdminClient, topic: str) -> dict[str, tuple[str, int]]:
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    (future,) = admin.describe_configs([resource]).values()
+    return {name: (entry.value, entry.source) for name, entry in future.result(10).items()}
+
+
+def _until(done, timeout=15.0, what="") -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"not done in {timeout} s: {what}"
+        time.sleep(0.1)
+
+
+def test_a_shorter_retention_set_at_run_time_deletes_at_the_next_pass(make_broker):
+    node = make_broker(overrides=FAST)
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    _create(admin, "ac-retention", **{"segment.bytes": "1024"})
+    _produce(node.bootstrap, "ac-retention", 40)
+    assert _earliest(node.bootstrap, "ac-retention") == 0
+    resource = ConfigResource(ResourceType.TOPIC, "ac-retention", incremental_configs=[
+        ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET)])
+    (future,) = admin.incremental_alter_configs([resource]).values()
+    future.result(10)
+    assert _described(admin, "ac-retention")["retention.ms"][0] == "1"
+    _until(lambda: _earliest(node.bootstrap, "ac-retention") > 0, what="retention")
+
+
+def test_a_smaller_max_message_bytes_refuses_the_next_produce(make_broker):
+    from kafka.admin import ConfigResource as KPResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
+
+    node = make_broker()
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    _create(admin, "ac-size")
+    _produce(node.bootstrap, "ac-size", 1, size=1000)
+    kp = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    kp.alter_configs([KPResource(ConfigResourceType.TOPIC, "ac-size",
+                                 configs={"max.message.bytes": "200"})])
+    kp.close()
+    producer = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 0})
+    errors = []
+    producer.produce("ac-size", b"x" * 1000, on_delivery=lambda err, _m: errors.append(err))
+    producer.flush(10)
+    assert errors and errors[0] is not None and "too large" in errors[0].str().lower()
+    assert _described(admin, "ac-size")["max.message.bytes"] == ("200", 1)
+
+
+def test_compaction_turned_on_at_run_time_compacts_and_survives_a_restart(make_broker, tmp_path):
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource as AIOResource
+    from aiokafka.admin.config_resource import ConfigResourceType as AIOType
+
+    node = make_broker(tmp_path / "compact", overrides=FAST)
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    _create(admin, "ac-compact", **{"segment.bytes": "1024"})
+
+    def records() -> int:
+        """How many records the partition holds from its start to its end."""
+        from confluent_kafka import Consumer
+        consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "ac-reader",
+                             "enable.auto.commit": False})
+        _low, high = consumer.get_watermark_offsets(TopicPartition("ac-compact", 0), 10)
+        consumer.assign([TopicPartition("ac-compact", 0, 0)])
+        seen, last = 0, -1
+        deadline = time.monotonic() + 10
+        while last < high - 1 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and not message.error():
+                seen, last = seen + 1, message.offset()
+        consumer.close()
+        assert last == high - 1, (last, high)
+        return seen
+
+    _produce(node.bootstrap, "ac-compact", 60, keys=3)
+    time.sleep(1)  # several cleaner passes: none compacts a topic of policy delete
+    assert records() == 60
+
+    async def alter():
+        client = AIOKafkaAdminClient(bootstrap_servers=node.bootstrap)
+        await client.start()
+        try:
+            await client.alter_configs([AIOResource(AIOType.TOPIC, "ac-compact", configs={
+                "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
+                "segment.bytes": "1024"})])
+        finally:
+            await client.close()
+
+    asyncio.run(alter())
+
+    def compacted() -> bool:
+        return records() < 60
+
+    _until(compacted, timeout=30, what="compaction")
+    node.stop()
+    again = make_broker(tmp_path / "compact", overrides=FAST)
+    described = _described(AdminClient({"bootstrap.servers": again.bootstrap}), "ac-compact")
+    assert described["cleanup.policy"] == ("compact", 1)
+    assert described["segment.bytes"] == ("1024", 1)
+
+
+def test_broker_configs_are_refused_with_a_reason(broker):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    resource = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry("log.retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+    (future,) = admin.incremental_alter_configs([resource]).values()
+    try:
+        future.result(10)
+    except KafkaException as error:
+        assert "static" in str(error)
+    else:
+        raise AssertionError("a broker config was accepted")
