@@ -126,7 +126,7 @@ class ProducerState:
         entry.batches.append(BatchMetadata(
             first_seq, last_sequence(first_seq, header.last_offset_delta),
             first_offset, last_offset, timestamp))
-        entry.last_timestamp = max(entry.last_timestamp, timestamp)
+        entry.last_timestamp = timestamp  # the last batch's, as ProducerStateEntry keeps it
 
     def replay(self, header) -> None:
         """Rebuild from a batch header read back from the log."""

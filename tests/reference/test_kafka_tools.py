@@ -105,6 +105,54 @@ def test_kafka_configs_alters_a_topic_as_on_kafka(tools, make_broker, scratch_ka
     assert ours == theirs
 
 
+def _replica_tools_session(bootstrap: str, topic: str) -> list[str]:
+    """kafka-log-dirs, kafka-leader-election, kafka-reassign-partitions --list
+    and kafka-transactions describe-producers on one topic."""
+    import json
+
+    from confluent_kafka import Producer
+
+    server = ("--bootstrap-server", bootstrap)
+    _run("org.apache.kafka.tools.TopicCommand", *server, "--create", "--topic", topic,
+         "--partitions", "2", "--replication-factor", "1")
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(5):
+        producer.produce(topic, b"x" * 10, partition=0)
+    assert producer.flush(10) == 0
+    dirs = _run("org.apache.kafka.tools.LogDirsCommand", *server, "--describe",
+                "--topic-list", topic)
+    described = json.loads(dirs.strip().splitlines()[-1])
+    (broker,) = described["brokers"]
+    (log_dir,) = broker["logDirs"]
+    sizes = {p["partition"]: p["size"] for p in log_dir["partitions"]}
+    election = _run("org.apache.kafka.tools.LeaderElectionCommand", *server,
+                    "--election-type", "preferred", "--topic", topic, "--partition", "0")
+    reassign = _run("org.apache.kafka.tools.reassign.ReassignPartitionsCommand", *server,
+                    "--list")
+    producers = _run("org.apache.kafka.tools.TransactionsCommand", *server,
+                     "describe-producers", "--topic", topic, "--partition", "0")
+    rows = [line.split() for line in producers.strip().splitlines()]
+    return [sorted(sizes), sizes[f"{topic}-0"] > 0, log_dir["error"],
+            election.replace(topic, "<topic>").strip(), reassign.strip(),
+            rows[0], [row[1:3] for row in rows[1:]]]
+
+
+def test_replica_and_producer_tools_answer_as_on_kafka(tools, make_broker, scratch_kafka):
+    """kafka-log-dirs (sizes per partition), kafka-leader-election (nothing to
+    elect on one node), kafka-reassign-partitions --list (nothing in progress)
+    and kafka-transactions describe-producers (the idempotent producer that
+    wrote), with the same results as on Kafka."""
+    import uuid
+
+    topic = f"replicas-{uuid.uuid4().hex[:8]}"
+    ours = _replica_tools_session(make_broker().bootstrap, topic)
+    theirs = _replica_tools_session(scratch_kafka.bootstrap, topic)
+    assert ours[0] == [f"{topic}-0", f"{topic}-1"] and ours[1] is True
+    assert ours[5][:3] == ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch"]
+    assert ours[6] == [["0", "-1"]]  # epoch 0, no transaction coordinator
+    assert ours == theirs
+
+
 def test_kafka_broker_api_versions(tools, make_broker):
     node = make_broker()
     out = _run("org.apache.kafka.tools.BrokerApiVersionsCommand",

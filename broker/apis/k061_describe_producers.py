@@ -1,0 +1,44 @@
+"""DescribeProducers (key 61), version 0: the producers each partition asked
+for remembers (``kafka-transactions describe-producers``): producer id,
+epoch, last sequence and the last timestamp of its batches, as the
+partition's producer state holds them (rebuilt from the log in a worker
+after a restart, before it is answered).  No transaction is ever open
+(kcoord serves none): coordinator epoch -1 and no transaction start offset.
+An unknown partition of a known topic answers UNKNOWN_TOPIC_OR_PARTITION
+without a message, an unknown topic with Kafka's message."""
+
+from __future__ import annotations
+
+from broker.apis import api
+from protocol.errors import ErrorCode
+
+_NOT_HOSTED = "This server does not host this topic-partition."
+
+
+@api(key=61, versions=(0, 0))
+async def describe_producers(ctx, request):
+    broker = ctx.broker
+    topics = []
+    for t in request.topics:
+        topic = broker.topics.get(t.name)
+        partitions = []
+        for p in t.partition_indexes:
+            answer = {"partition_index": p, "error_code": ErrorCode.NONE,
+                      "error_message": None, "active_producers": []}
+            if topic is None:
+                answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                answer["error_message"] = _NOT_HOSTED
+            elif not 0 <= p < topic.partitions:
+                answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                plog = broker.logs.get(t.name, p) if broker.logs is not None else None
+                if plog is not None:
+                    await plog.load_producer_state()
+                    answer["active_producers"] = [
+                        {"producer_id": pid, "producer_epoch": entry.epoch,
+                         "last_sequence": entry.last_seq, "last_timestamp": entry.last_timestamp,
+                         "coordinator_epoch": -1, "current_txn_start_offset": -1}
+                        for pid, entry in sorted(plog.producers.producers.items())]
+            partitions.append(answer)
+        topics.append({"name": t.name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
