@@ -11,8 +11,10 @@
   epoch above 0 (v9+): UNKNOWN_LEADER_EPOCH; any negative one means none given.
   Unknown topic: UNKNOWN_TOPIC_OR_PARTITION, or UNKNOWN_TOPIC_ID for a topic id
   (v13+, where topics are named by id).
-- Long poll: with ``max_wait_ms`` > 0, fewer than ``min_bytes`` available and
-  no error, the request waits in the fetch purgatory
+- Long poll: with ``max_wait_ms`` > 0, fewer than ``min_bytes`` available, no
+  error and no read starting in a segment older than the active one (a read
+  stops at its segment's end: a consumer catching up is answered at once, as
+  Kafka's DelayedFetch answers it), the request waits in the fetch purgatory
   (``broker.topics.data.FetchWaiters``) until an append to one of its
   partitions brings enough bytes, a partition goes away, or the wait ends;
   then it reads again (Kafka's DelayedFetch). A client that closes or
@@ -97,9 +99,14 @@ class _Reader:
         self.wanted = wanted
         limit = request.max_bytes if self.version >= 3 else 2**31 - 1
         self.max_bytes = max(min(limit, ctx.broker.config["fetch.max.bytes"]), 0)
+        # whether the last read started in a segment older than the one the high
+        # watermark is in (DelayedFetch's case F): a read never goes past a
+        # segment's end, so waiting for more bytes there would wait for nothing
+        self.older_segment = False
 
     def read(self):
         """(answers per wanted partition, bytes read, whether any partition failed)."""
+        self.older_segment = False
         remaining = self.max_bytes
         first_data_seen = False
         answers, total, failed = [], 0, False
@@ -145,6 +152,8 @@ class _Reader:
             return _error(want.partition, exc.code)
         if data and version < 10 and _starts_with_zstd(data):
             return _error(want.partition, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+        if view.log is not None and want.offset < view.log.active_segment.base_offset:
+            self.older_segment = True
         return {"partition_index": want.partition, "error_code": ErrorCode.NONE,
                 "high_watermark": view.high_watermark,
                 "last_stable_offset": view.last_stable_offset,
@@ -328,7 +337,8 @@ async def fetch(ctx, request):
     answers, available, failed = reader.read()
     wait_ms = request.max_wait_ms
     min_bytes = min(request.min_bytes, reader.max_bytes)
-    if wait_ms > 0 and wanted and available < min_bytes and not failed:
+    if wait_ms > 0 and wanted and available < min_bytes and not failed and \
+            not reader.older_segment:
         answers = await _park(ctx, reader, wait_ms, min_bytes) or answers
     if version < 4:
         await _down_convert(wanted, answers, 0 if version <= 1 else 1)
@@ -369,5 +379,5 @@ async def _park(ctx, reader: _Reader, wait_ms: int, min_bytes: int):
         if not wake.done():
             return answers  # the time is up, or the client went away
         answers, available, failed = reader.read()
-        if available >= min_bytes or failed:
+        if available >= min_bytes or failed or reader.older_segment:
             return answers

@@ -142,3 +142,24 @@ def test_an_offset_commit_wakes_a_parked_read_of_its_offsets_partition(broker, w
     assert records and records[0].offset == end
     # The commit record: its key names the group, topic and partition.
     assert group.encode() in records[0].key and b"lp-committed" in records[0].key
+
+
+def test_a_read_from_an_older_segment_is_answered_at_once_below_min_bytes(broker, wire):
+    """A consumer catching up reads from a segment before the active one: a read
+    stops at its segment's end, so Kafka's DelayedFetch answers at once however
+    few bytes that was (a wait would wait for nothing); at the active segment
+    the same Fetch waits for min_bytes as before."""
+    _create(wire, "lp-segments", configs=[("segment.bytes", "200")])
+    for i in range(6):
+        _produce(wire, "lp-segments", _batch(b"v%d" % i))
+    segments = broker.call(lambda: len(broker.broker.logs.get("lp-segments", 0).segments))
+    assert segments > 2
+    fetch = Parked(broker, "lp-segments", 0, max_wait_ms=20_000, min_bytes=1 << 20)
+    part = fetch.join()
+    assert _values(part)[0] == (0, b"v0")
+    assert fetch.waited < 10, fetch.waited  # not held for max_wait
+    # from the active segment: parked until the wait ends or bytes come
+    tail = Parked(broker, "lp-segments", 6, max_wait_ms=20_000, min_bytes=1)
+    tail.wait_until_parked()
+    _produce(wire, "lp-segments", _batch(b"v6"))
+    assert _values(tail.join())[0][0] == 6
