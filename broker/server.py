@@ -77,11 +77,25 @@ def _receive_buffer() -> memoryview:
     return view
 
 
+def _client_id_of(frame: bytes) -> str | None:
+    """The client id of a request header (v1+, after the correlation id), read
+    without knowing the API: for a log line about a request kcoord cannot
+    serve; None if it cannot be read."""
+    if len(frame) < 10:
+        return None
+    (length,) = struct.unpack_from(">h", frame, 8)
+    if length < 0 or 10 + length > len(frame):
+        return None
+    return frame[10:10 + length].decode("utf-8", "replace")
+
+
 class WarningLimiter:
     """Bad input from one client must not flood the log: each (client host,
-    event) pair logs at most once per ``window_s``; the next line says how many
-    were left out meanwhile (``suppressed``).  At most ``max_keys`` pairs are
-    remembered (the oldest are forgotten)."""
+    event) pair logs at most once per ``window_s``, or each (client host,
+    event, ``distinct``) when the caller tells apart what it logs (an unknown
+    API key and version: each one a client sends is named); the next line says
+    how many were left out meanwhile (``suppressed``).  At most ``max_keys``
+    keys are remembered (the oldest are forgotten)."""
 
     def __init__(self, window_s: float = 10.0, max_keys: int = 10_000, clock=time.monotonic):
         self.window_s = window_s
@@ -89,8 +103,8 @@ class WarningLimiter:
         self.clock = clock
         self._seen: collections.OrderedDict[tuple, list] = collections.OrderedDict()
 
-    def warn(self, event: str, peer: str, **fields) -> None:
-        key = (peer.rsplit(":", 1)[0], event)
+    def warn(self, event: str, peer: str, *, distinct=None, **fields) -> None:
+        key = (peer.rsplit(":", 1)[0], event, distinct)
         now = self.clock()
         entry = self._seen.get(key)
         if entry is not None and now - entry[0] < self.window_s:
@@ -375,7 +389,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         reg = REGISTRY.get(api_key)
         if reg is None:
             self.broker.bad_input.warn("request.unknown_api_key", self.peer, api_key=api_key,
-                                       api_version=api_version)
+                                       api_version=api_version,
+                                       client_id=_client_id_of(frame),
+                                       distinct=(api_key, api_version))
             raise CloseConnection
         if not reg.serves(api_version):
             if api_key == API_VERSIONS.key:
@@ -383,7 +399,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.broker.bad_input.warn("request.unsupported_version", self.peer,
                                        api=reg.schema.name, api_key=api_key,
                                        api_version=api_version,
-                                       supported=f"{reg.min_version}-{reg.max_version}")
+                                       supported=f"{reg.min_version}-{reg.max_version}",
+                                       client_id=_client_id_of(frame),
+                                       distinct=(api_key, api_version))
             raise CloseConnection
         if len(frame) >= OFFLOAD_BYTES and len(frame) > reg.decode_on_loop:
             return self._handle_large(frame, reg, api_version, correlation_id)

@@ -58,3 +58,27 @@ def test_a_burst_of_bad_connections_logs_one_line(make_broker):
                 assert sock.recv(10) == b""  # closed by the broker
     rejected = [e for e in logs if e["event"] == "connection.frame_size_rejected"]
     assert len(rejected) == 1
+
+
+def test_each_unknown_api_key_and_version_a_client_sends_is_named(make_broker):
+    """A client that finds an API missing tries the next one: every key and
+    version it was refused is in the log, with its client id, not only the
+    first (the same one again within the window is counted, not repeated)."""
+    node = make_broker()
+
+    def send(api_key: int, version: int) -> None:
+        header = struct.pack(">hhih", api_key, version, 1, 4) + b"sara"
+        with socket.create_connection(("127.0.0.1", node.port)) as sock:
+            sock.sendall(struct.pack(">i", len(header)) + header)
+            sock.settimeout(5)
+            assert sock.recv(10) == b""  # closed by the broker
+
+    with structlog.testing.capture_logs() as logs:
+        for key, version in ((999, 0), (998, 1), (999, 0), (3, 99), (3, 98)):
+            send(key, version)
+    named = [(e["event"], e["api_key"], e["api_version"], e["client_id"]) for e in logs
+             if e["event"] in ("request.unknown_api_key", "request.unsupported_version")]
+    assert named == [("request.unknown_api_key", 999, 0, "sara"),
+                     ("request.unknown_api_key", 998, 1, "sara"),
+                     ("request.unsupported_version", 3, 99, "sara"),
+                     ("request.unsupported_version", 3, 98, "sara")]
