@@ -36,19 +36,29 @@ def broker_entries(ctx):
     return [{"node_id": ctx.broker.node_id, "host": host, "port": port, "rack": None}]
 
 
+def partition_entries(node: int, indexes, **extra) -> list[dict]:
+    """The partitions ``indexes`` of a topic as this node, their one replica, leads
+    them (leader epoch 0); ``extra`` adds fields of another API's partition entry
+    (DescribeTopicPartitions' ELR lists)."""
+    entries = [
+        {"error_code": ErrorCode.NONE, "partition_index": p, "leader_id": node,
+         "leader_epoch": 0, "replica_nodes": [node], "isr_nodes": [node],
+         "offline_replicas": []}
+        for p in indexes
+    ]
+    if extra:  # another API's entries; Metadata's stay a bare comprehension
+        for entry in entries:
+            entry.update(extra)
+    return entries
+
+
 def topic_entry(broker, topic, include_ops: bool):
-    node = broker.node_id
     return {
         "error_code": ErrorCode.NONE,
         "name": topic.name,
         "topic_id": topic.topic_id,
         "is_internal": topic.internal,
-        "partitions": [
-            {"error_code": ErrorCode.NONE, "partition_index": p, "leader_id": node,
-             "leader_epoch": 0, "replica_nodes": [node], "isr_nodes": [node],
-             "offline_replicas": []}
-            for p in range(topic.partitions)
-        ],
+        "partitions": partition_entries(broker.node_id, range(topic.partitions)),
         "topic_authorized_operations": TOPIC_OPERATIONS if include_ops else NOT_PROVIDED,
     }
 

@@ -22,6 +22,7 @@ from protocol.errors import ErrorCode
 ACTIONS = ("list", "describe", "create", "alter", "delete")
 TOPIC_RESOURCE = 2
 DEFAULT_CONFIG = 5  # DescribeConfigs config_source: not shown by Kafka's tool
+DESCRIBE_TOPIC_PARTITIONS = 75
 _ERROR = "Error while executing topic command : "
 _EXCEPTION_TEXT = {
     ErrorCode.TOPIC_ALREADY_EXISTS: "Topic '{topic}' already exists.",
@@ -110,9 +111,11 @@ class _Topics:
                          and not (args.exclude_internal and t["is_internal"])),
                         key=lambda t: t["name"])
         configs = self._configs([t["name"] for t in topics])
+        described = self._described([t["name"] for t in topics])
         for topic in topics:
             name = topic["name"]
-            partitions = sorted(topic["partitions"], key=lambda p: p["partition_index"])
+            partitions = sorted(described.get(name, topic["partitions"]),
+                                key=lambda p: p["partition_index"])
             replication = len(partitions[0]["replica_nodes"]) if partitions else 0
             print(f"Topic: {name}\tTopicId: {_uuid(topic['topic_id'])}\t"
                   f"PartitionCount: {len(partitions)}\tReplicationFactor: {replication}\t"
@@ -121,8 +124,34 @@ class _Topics:
                 print(f"\tTopic: {name}\tPartition: {p['partition_index']}\t"
                       f"Leader: {_leader(p['leader_id'])}\t"
                       f"Replicas: {_ids(p['replica_nodes'])}\tIsr: {_ids(p['isr_nodes'])}\t"
-                      f"Elr: N/A\tLastKnownElr: N/A", file=self.out)
+                      f"Elr: {_elr(p, 'eligible_leader_replicas')}\t"
+                      f"LastKnownElr: {_elr(p, 'last_known_elr')}", file=self.out)
         return 0
+
+    def _described(self, names) -> dict[str, list[dict]]:
+        """Each topic's partitions as DescribeTopicPartitions (key 75) answers them,
+        page after page, as Kafka's admin client asks for them; nothing from a
+        broker that does not serve it (Kafka's tool then falls back to Metadata,
+        and prints no ELR)."""
+        if not names or not self._serves(DESCRIBE_TOPIC_PARTITIONS):
+            return {}
+        found: dict[str, list[dict]] = {}
+        cursor = None
+        while True:
+            answer = self.client.call(DESCRIBE_TOPIC_PARTITIONS, 0, {
+                "topics": [{"name": n} for n in names],
+                "response_partition_limit": 2000, "cursor": cursor})
+            for topic in answer["topics"]:
+                if topic["error_code"] == ErrorCode.NONE:
+                    found.setdefault(topic["name"], []).extend(topic["partitions"])
+            cursor = answer["next_cursor"]
+            if cursor is None:
+                return found
+
+    def _serves(self, api_key: int) -> bool:
+        answer = self.client.call(18, 3, {"client_software_name": "kcoord-topics",
+                                          "client_software_version": "1"})
+        return any(k["api_key"] == api_key for k in answer["api_keys"])
 
     def _configs(self, names) -> dict[str, str]:
         if not names:
@@ -211,3 +240,10 @@ def _leader(node: int) -> str:
 
 def _ids(nodes) -> str:
     return ",".join(str(n) for n in nodes)
+
+
+def _elr(partition: dict, field: str) -> str:
+    """An ELR list as Kafka's tool prints it: N/A when the broker gave none (a
+    Metadata answer, or a null list)."""
+    nodes = partition.get(field)
+    return "N/A" if nodes is None else _ids(nodes)
