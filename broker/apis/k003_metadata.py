@@ -4,8 +4,9 @@
   topic and an empty one none.
 - Topics named explicitly are auto-created when ``auto.create.topics.enable``
   is on and the request allows it (v4+ flag; implicitly allowed before v4).
-  kcoord answers the new topic at once with error 0, where Kafka first answers
-  LEADER_NOT_AVAILABLE (docs/deviations.md).
+  As Kafka 4.4 (KRaft) answers it, the request that creates a topic gets
+  UNKNOWN_TOPIC_OR_PARTITION with no partitions (the client asks again, and
+  the next Metadata lists it); the topic is durable before that answer.
 - v10+ carry topic ids; v12 may name a topic by id alone (unknown id:
   UNKNOWN_TOPIC_ID with a null name).  Below v12 a request must name topics and
   carry zero ids, else every requested topic is answered INVALID_REQUEST, as
@@ -149,7 +150,7 @@ def metadata(ctx, request):
         if to_create:
             # Every name of the request is created by one topic operation (one
             # journal write), off the event loop.
-            return _auto_create(ctx, request, entries, to_create, include_ops)
+            return _auto_create(ctx, request, entries, to_create)
     return _response(ctx, request, entries)
 
 
@@ -167,16 +168,14 @@ def _response(ctx, request, entries):
     }
 
 
-async def _auto_create(ctx, request, entries, to_create, include_ops):
+async def _auto_create(ctx, request, entries, to_create):
     broker = ctx.broker
     specs = [(name, partitions, {}) for name, (_i, partitions) in to_create.items()]
     results = await broker.topics.create_many(specs)
     for (name, (index, _p)), result in zip(to_create.items(), results):
-        if isinstance(result, TopicError):
-            # Created meanwhile by another request: answer it as it is now.
-            topic = broker.topics.get(name)
-            entries[index] = (topic_entry(broker, topic, include_ops) if topic is not None
-                              else _error_entry(name, result.code))
-        else:
-            entries[index] = topic_entry(broker, result, include_ops)
+        # Created now (or meanwhile by another request, which Kafka's controller
+        # answers TOPIC_ALREADY_EXISTS): the first answer has no partitions yet.
+        created = not isinstance(result, TopicError) or broker.topics.get(name) is not None
+        entries[index] = _error_entry(
+            name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if created else result.code)
     return _response(ctx, request, entries)

@@ -92,6 +92,11 @@ def test_metadata_every_version_auto_creates_named_topic(broker, version):
     topic = MetadataRequest.MetadataRequestTopic(name=name, topic_id=None)
     kwargs = {"allow_auto_topic_creation": True} if version >= 4 else {}
     with RawClient(broker.port) as client:
+        # the request that creates it is answered UNKNOWN_TOPIC_OR_PARTITION, as on
+        # Kafka; the topic is there for the next one
+        first = client.request(MetadataRequest[version](topics=[topic], **kwargs))
+        assert [(t.name, t.error_code, len(t.partitions)) for t in first.topics] == \
+            [(name, 3, 0)]
         response = client.request(MetadataRequest[version](topics=[topic], **kwargs))
     (entry,) = response.topics
     assert entry.error_code == 0
