@@ -113,9 +113,12 @@ class KafkaPythonMember(Member):
         try:
             while not self._stop.is_set():
                 # kafka-python 3.0.12 drops a join-and-sync round that completes
-                # while the application is between two polls (and joins again):
-                # a longer poll leaves it fewer such moments.
-                batches = consumer.poll(500)
+                # while the application is between two polls (a poll that times
+                # out while its JoinGroup waits for the other members leaves the
+                # round to finish unseen; the member then neither heartbeats nor
+                # joins again, against Kafka too): a poll longer than that wait
+                # (``poll_ms``) closes the window.
+                batches = consumer.poll(self.settings.get("poll_ms", 500))
                 for tp, messages in batches.items():
                     self.seen += [(tp.partition, m.offset, m.value) for m in messages]
                 self.assignment = {tp.partition for tp in consumer.assignment()}
