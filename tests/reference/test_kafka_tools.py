@@ -757,6 +757,23 @@ def test_verifiable_consumers_with_the_consumer_protocol_share_a_group(tools, ma
     assert assigned
 
 
+def test_console_consumer_with_the_consumer_protocol_reads_in_a_group(tools, make_broker):
+    """Kafka's console consumer in a group of the consumer group protocol (served
+    by default, as on Kafka 4): it is given both partitions, reads every message
+    and the group's offsets are committed."""
+    node = make_broker()
+    _produce(node, "console848", 10)
+    server = ("--bootstrap-server", node.bootstrap)
+    out = _run("org.apache.kafka.tools.consumer.ConsoleConsumer", *server, "--topic",
+               "console848", "--group", "console848-g", "--from-beginning",
+               "--command-property", "group.protocol=consumer", "--max-messages", "10",
+               "--timeout-ms", "30000")
+    assert sorted(int(line) for line in out.split() if line.isdigit()) == list(range(10))
+    described = _run(GROUPS_TOOL, *server, "--describe", "--group", "console848-g")
+    rows = [line.split() for line in described.splitlines() if "console848 " in line]
+    assert sorted((row[2], row[3]) for row in rows) == [("0", "5"), ("1", "5")]
+
+
 def test_dump_log_segments_decodes_consumer_group_records(tools, make_broker):
     """The records of a consumer group (types 3 to 8) that kcoord writes are read
     by Kafka's ``DumpLogSegments --offsets-decoder`` as Kafka's own."""
