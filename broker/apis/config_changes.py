@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from broker.config import LIST, TOPIC_CONFIGS, format_value, validate_topic_config
-from broker.topics.manager import TopicError, validate_topic_name
+from broker.config import LIST, TOPIC_CONFIGS, format_value
+from broker.topics.manager import TopicError, check_topic_configs, validate_topic_name
 from protocol.errors import ErrorCode
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
@@ -114,14 +114,5 @@ def _changes(broker, res, incremental: bool) -> dict[str, str]:
         else:
             parts = [p for p in parts if p not in given]
         configs[c.name] = ",".join(parts)
-    for key, value in configs.items():
-        try:
-            validate_topic_config(key, value)
-        except ValueError as error:
-            raise _Refused(ErrorCode.INVALID_CONFIG, str(error)) from None
-    if str(configs.get("remote.storage.enable", "")).strip().lower() == "true":
-        # kcoord has no tiered storage, like a Kafka with remote.log.storage.system.enable=false.
-        raise _Refused(ErrorCode.INVALID_CONFIG,
-                       "Tiered Storage functionality is disabled in the broker. Topic cannot be "
-                       "configured with remote log storage.")
+    check_topic_configs(configs)  # TopicError, answered as it says
     return configs

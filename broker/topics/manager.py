@@ -308,18 +308,7 @@ class TopicManager:
                                  "The target replication factor of "
                                  f"{replication_factor} cannot be reached because only 1 broker(s) "
                                  "are registered.")
-        for key, value in configs.items():
-            if key not in TOPIC_CONFIGS:
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
-            try:
-                validate_topic_config(key, value)
-            except ValueError as exc:
-                raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-        if str(configs.get("remote.storage.enable", "")).strip().lower() == "true":
-            # kcoord has no tiered storage, like a Kafka with remote.log.storage.system.enable=false.
-            raise TopicError(ErrorCode.INVALID_CONFIG,
-                             "Tiered Storage functionality is disabled in the broker. "
-                             "Topic cannot be configured with remote log storage.")
+        check_topic_configs(configs)
         return num_partitions, replication_factor
 
     async def create(self, name: str, num_partitions: int, configs: dict[str, str | None]) -> Topic:
@@ -520,6 +509,23 @@ class TopicManager:
             raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR,
                              f"Could not record the deletion of {topic.name}: {exc}") from None
         self.logs.remove_partitions(detached)
+
+
+def check_topic_configs(configs: dict[str, str | None]) -> None:
+    """A topic's dynamic configs as Kafka checks them (at creation and when
+    altered): names, values, and no tiered storage; ``TopicError`` otherwise."""
+    for key, value in configs.items():
+        if key not in TOPIC_CONFIGS:
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
+        try:
+            validate_topic_config(key, value)
+        except ValueError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    if str(configs.get("remote.storage.enable", "")).strip().lower() == "true":
+        # kcoord has no tiered storage, like a Kafka with remote.log.storage.system.enable=false.
+        raise TopicError(ErrorCode.INVALID_CONFIG,
+                         "Tiered Storage functionality is disabled in the broker. "
+                         "Topic cannot be configured with remote log storage.")
 
 
 def _entry(topic: Topic) -> dict:
