@@ -30,13 +30,9 @@ def versions(key: int) -> list[int]:
     return list(range(low, high + 1))
 
 
-# The newest version Kafka 3.9 serves, where kcoord serves a newer one too.
-LEGACY_MAX = {60: 1}
-
-
 def references(key: int) -> list[tuple[str, int]]:
     """(reference, version) pairs: every served version against each Kafka serving it."""
-    pairs = [("legacy", v) for v in versions(key) if v <= LEGACY_MAX.get(key, v)]
+    pairs = [("legacy", v) for v in versions(key)]
     if key in (3, 20, 60):
         low, high = MAIN_RANGES[key]
         pairs += [("main", v) for v in versions(key) if low <= v <= high]
@@ -80,11 +76,10 @@ def test_api_versions_same_ranges_as_kafka_39(diff, version):
         if k["api_key"] in (8, 9):
             assert (k["min_version"], k["max_version"]) == (0, 9)
             k["min_version"], k["max_version"] = 1, 10
-    # Kafka 4.4's ranges where it serves newer versions than 3.9 (DescribeLogDirs:
-    # v0 dropped, v5 added; reassignments v1; DescribeGroups v6; DescribeCluster
-    # v2; DeleteGroups v3), compared with Kafka 4.4 in their own tests.
-    newer = {35: ((0, 4), (1, 5)), 45: ((0, 0), (0, 1)), 15: ((0, 5), (0, 6)),
-             60: ((0, 1), (0, 2)), 42: ((0, 2), (0, 3))}
+    # DescribeLogDirs and AlterPartitionReassignments at Kafka 4.4's ranges (4.x
+    # dropped DescribeLogDirs v0 and added v5; reassignments v1), compared with it
+    # in test_differential_cluster_admin.
+    newer = {35: ((0, 4), (1, 5)), 45: ((0, 0), (0, 1))}
     for k in theirs["api_keys"]:
         if k["api_key"] in newer:
             old, new = newer[k["api_key"]]
@@ -460,8 +455,6 @@ def test_describe_cluster(diff, which, version):
         if version == 0 and endpoint_type != 1:
             continue
         for include in (False, True):
-            for fenced in (False, True):
-                d.same(60, version, {"include_cluster_authorized_operations": include,
-                                     "endpoint_type": endpoint_type,
-                                     "include_fenced_brokers": fenced})
+            d.same(60, version, {"include_cluster_authorized_operations": include,
+                                 "endpoint_type": endpoint_type})
 
