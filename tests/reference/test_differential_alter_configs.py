@@ -68,6 +68,9 @@ def test_incremental_alter_configs_changes_a_topic_as_on_kafka(d, version):
     # a list config: appended to from its default, then subtracted from
     d.same(44, version, inc(res(t, ("cleanup.policy", 2, "compact"))))
     assert _values(describe(d, t))[t]["cleanup.policy"] == ("delete,compact", 1)
+    # a value already in the list is not appended twice
+    d.same(44, version, inc(res(t, ("cleanup.policy", 2, "compact"))))
+    assert _values(describe(d, t))[t]["cleanup.policy"] == ("delete,compact", 1)
     d.same(44, version, inc(res(t, ("cleanup.policy", 3, "delete"))))
     assert _values(describe(d, t))[t]["cleanup.policy"] == ("compact", 1)
     # deleted: back to the broker's default
