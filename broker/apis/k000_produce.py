@@ -1,4 +1,4 @@
-"""Produce (key 0), versions 0-11.
+"""Produce (key 0), versions 0-13.
 
 - v0-2 carry legacy message sets (magic 0/1): each partition's set becomes one
   v2 batch before the append, as Kafka 3.x's LogValidator converts it.
@@ -10,6 +10,9 @@
   acks=0 nothing is answered, and a failed partition closes the connection, as
   Kafka does. acks=1 and -1 are the same on one node: the answer goes once the
   append is durable under ``kcoord.fsync.policy``.
+- v13 names topics by id: an id no topic has gets UNKNOWN_TOPIC_ID for each of
+  its partitions (v12 is v11 on the wire: its implicit AddPartitionsToTxn
+  concerns transactions, refused below).
 - Produce never creates topics: UNKNOWN_TOPIC_OR_PARTITION. Internal topics
   take writes only from ``__admin_client`` (INVALID_TOPIC_EXCEPTION).
 - Each batch passes ``storage.validator`` (CRC, sizes, offsets, timestamps,
@@ -180,7 +183,7 @@ async def _append(ctx, name: str, index: int, records, version: int) -> dict:
 
 
 # Up to twice the clients' default max.request.size (1 MB).
-@api(key=0, versions=(0, 11), decode_on_loop=2 << 20)
+@api(key=0, versions=(0, 13), decode_on_loop=2 << 20)
 async def produce(ctx, request):
     version = ctx.api_version
     acks = request.acks
@@ -202,16 +205,21 @@ async def produce(ctx, request):
             refusal = (ErrorCode.INVALID_TXN_STATE, "transactions are not supported")
     responses = []
     failed = False
+    by_id = version >= 13
     for topic in request.topic_data:
+        name = ctx.broker.topics.name_of(topic.topic_id) if by_id else topic.name
         answers = []
         for part in topic.partition_data:
             if refusal is not None:
                 answer = _answer(part.index, *refusal)
+            elif name is None:
+                answer = _answer(part.index, ErrorCode.UNKNOWN_TOPIC_ID)
             else:
-                answer = await _append(ctx, topic.name, part.index, part.records, version)
+                answer = await _append(ctx, name, part.index, part.records, version)
             failed = failed or answer["error_code"] != ErrorCode.NONE
             answers.append(answer)
-        responses.append({"name": topic.name, "partition_responses": answers})
+        responses.append({"name": topic.name, "topic_id": topic.topic_id,
+                          "partition_responses": answers})
     if acks == 0:
         if failed:
             # Kafka closes the connection: the producer learns of the failure

@@ -1,4 +1,4 @@
-"""Fetch (key 1), versions 0-17.
+"""Fetch (key 1), versions 0-18 (v18 adds only a follower's high watermark).
 
 - Data starts at the batch containing the fetch offset and is whole batches
   only; the first batch of the first partition with data is returned even when
@@ -304,7 +304,7 @@ def _changed(session: FetchSession, keys: list, answers: list[dict]) -> list[int
     return keep
 
 
-@api(key=1, versions=(0, 17))
+@api(key=1, versions=(0, 18))
 async def fetch(ctx, request):
     version = ctx.api_version
     by_id = version >= 13

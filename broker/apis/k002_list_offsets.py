@@ -1,11 +1,14 @@
-"""ListOffsets (key 2), versions 0-9.
+"""ListOffsets (key 2), versions 0-11.
 
 - -1 (latest): the high watermark (read_uncommitted) or last stable offset
   (read_committed, v2+); the log end offset for ``replica_id`` -2 (debug).
 - -2 (earliest) and -4 (earliest local, v8+): the log start offset.
 - -3 (max timestamp, v7+): the record with the largest timestamp and its
   offset; -1/-1 for an empty log.
-- -5 (latest tiered, v9+): -1, as Kafka without tiered storage.
+- -5 (latest tiered, v9+) and -6 (earliest pending upload, v11+): -1, as
+  Kafka without tiered storage.
+- ``timeout_ms`` (v10+) bounds reads from remote storage: there is none here,
+  every answer is at once.
 - T >= 0: the first record with a timestamp >= T, through the time index;
   -1/-1 if there is none. The leader epoch is 0 wherever an offset is found.
 - A special value before its version, or any other negative one:
@@ -34,10 +37,12 @@ from storage.errors import StorageError
 from storage.log import wall_clock_ms
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+EARLIEST_PENDING_UPLOAD = -6
 CONSUMER_REPLICA = -1
 DEBUG_REPLICA = -2
 READ_COMMITTED = 1
-_MIN_VERSION = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
+_MIN_VERSION = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+                EARLIEST_PENDING_UPLOAD: 11}
 
 
 def _found(index: int, timestamp: int, offset: int, epoch: int) -> dict:
@@ -135,7 +140,7 @@ def _lookup(broker, request, version: int, name: str, part) -> dict:
         return _found(index, -1, offset, LEADER_EPOCH)
     if target in (EARLIEST, EARLIEST_LOCAL):
         return _found(index, -1, view.log_start_offset, LEADER_EPOCH)
-    if target == LATEST_TIERED:
+    if target in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
         return _found(index, -1, -1, NO_EPOCH)
     plog = view.log
     if plog is None:
@@ -153,7 +158,7 @@ def _lookup(broker, request, version: int, name: str, part) -> dict:
     return _found(index, timestamp, offset, LEADER_EPOCH)
 
 
-@api(key=2, versions=(0, 9))
+@api(key=2, versions=(0, 11))
 def list_offsets(ctx, request):
     broker = ctx.broker
     version = ctx.api_version

@@ -1,4 +1,4 @@
-"""Metadata (key 3), versions 0-12.
+"""Metadata (key 3), versions 0-13.
 
 - v0: an empty topic list means every topic; from v1 a null list means every
   topic and an empty one none.
@@ -8,9 +8,13 @@
   UNKNOWN_TOPIC_OR_PARTITION with no partitions (the client asks again, and
   the next Metadata lists it); the topic is durable before that answer.
 - v10+ carry topic ids; v12 may name a topic by id alone (unknown id:
-  UNKNOWN_TOPIC_ID with a null name).  Below v12 a request must name topics and
+  UNKNOWN_TOPIC_ID with a null name); once one topic is named by id, the
+  names of the request are ignored, as Kafka ignores them.  Below v12 a request must name topics and
   carry zero ids, else every requested topic is answered INVALID_REQUEST, as
   in Kafka.  A topic asked twice is answered once.
+- v13's top-level error code (KIP-1102, for a broker to send a client back to
+  its bootstrap servers) is 0: as on Kafka 4.4, a broker that answers knows
+  the cluster.
 - One broker, this node, leads every partition with leader epoch 0.
 - Authorized operations: with no authorizer Kafka reports every operation the
   resource type supports; kcoord does the same when asked, else INT32_MIN.
@@ -64,11 +68,13 @@ def topic_entry(broker, topic, include_ops: bool):
     }
 
 
-def _error_entry(name, code, topic_id=ZERO_UUID):
-    # Kafka flags an internal name as internal even when the topic does not exist.
+def _error_entry(name, code, topic_id=ZERO_UUID, include_ops=False):
+    # Kafka flags an internal name as internal even when the topic does not exist,
+    # and reports the operations allowed on a name it could not answer (not on an
+    # id, nor in a request it refuses as a whole).
     return {"error_code": code, "name": name, "topic_id": topic_id,
-            "is_internal": name in INTERNAL_TOPICS,
-            "partitions": [], "topic_authorized_operations": NOT_PROVIDED}
+            "is_internal": name in INTERNAL_TOPICS, "partitions": [],
+            "topic_authorized_operations": TOPIC_OPERATIONS if include_ops else NOT_PROVIDED}
 
 
 def _collapse_repeated_names(request, version: int):
@@ -91,12 +97,12 @@ def _has_ids_below_v12(requested, version: int) -> bool:
 def _unique(requested) -> list:
     unique = {}
     for t in requested:
-        name = t["name"]
-        unique.setdefault(name if name is not None else t["topic_id"], t)
+        topic_id = t["topic_id"]
+        unique.setdefault(topic_id if topic_id != ZERO_UUID else t["name"], t)
     return list(unique.values())
 
 
-@api(key=3, versions=(0, 12), prepare=_collapse_repeated_names)
+@api(key=3, versions=(0, 13), prepare=_collapse_repeated_names)
 def metadata(ctx, request):
     broker = ctx.broker
     topics = broker.topics
@@ -110,9 +116,15 @@ def metadata(ctx, request):
         # error answer naming every requested topic).
         return _response(ctx, request, [
             _error_entry(t.name or "", ErrorCode.INVALID_REQUEST, t.topic_id) for t in requested])
+    by_ids = False
     if requested is not None:
         # Kafka answers a set of topics: a name (or id) asked twice is answered once.
         requested = _unique(requested)
+        # From v12, as soon as one topic is named by id, Kafka answers the ids
+        # only: names are neither looked up nor auto-created.
+        by_ids = version >= 12 and any(t.topic_id != ZERO_UUID for t in requested)
+        if by_ids:
+            requested = [t for t in requested if t.topic_id != ZERO_UUID]
     if requested is None:
         entries = [topic_entry(broker, t, include_ops)
                    for t in sorted(topics.topics.values(), key=lambda t: t.name)]
@@ -122,7 +134,7 @@ def metadata(ctx, request):
         auto_create = request.allow_auto_topic_creation and \
             broker.config["auto.create.topics.enable"]
         for wanted in requested:
-            if wanted.name is None:
+            if by_ids or wanted.name is None:
                 topic = topics.by_id(wanted.topic_id)
                 if topic is None:
                     entry = _error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id)
@@ -133,18 +145,21 @@ def metadata(ctx, request):
             topic = topics.get(wanted.name)
             if topic is None:
                 if validate_topic_name(wanted.name):
-                    entries.append(_error_entry(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                    entries.append(_error_entry(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                                include_ops=include_ops))
                     continue
                 if auto_create and wanted.name not in INTERNAL_TOPICS:
                     try:
                         partitions, _rf = topics.check_new_topic(wanted.name, -1, -1, [], {})
                     except TopicError as exc:
-                        entries.append(_error_entry(wanted.name, exc.code))
+                        entries.append(_error_entry(wanted.name, exc.code,
+                                                    include_ops=include_ops))
                         continue
                     to_create[wanted.name] = (len(entries), partitions)
                     entries.append(None)
                     continue
-                entries.append(_error_entry(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                entries.append(_error_entry(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                            include_ops=include_ops))
                 continue
             entries.append(topic_entry(broker, topic, include_ops))
         if to_create:
@@ -165,6 +180,7 @@ def _response(ctx, request, entries):
         "cluster_authorized_operations": (
             CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else NOT_PROVIDED
         ),
+        "error_code": ErrorCode.NONE,
     }
 
 
@@ -177,5 +193,6 @@ async def _auto_create(ctx, request, entries, to_create):
         # answers TOPIC_ALREADY_EXISTS): the first answer has no partitions yet.
         created = not isinstance(result, TopicError) or broker.topics.get(name) is not None
         entries[index] = _error_entry(
-            name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if created else result.code)
+            name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if created else result.code,
+            include_ops=request.include_topic_authorized_operations)
     return _response(ctx, request, entries)

@@ -1,13 +1,17 @@
-"""ApiVersions (key 18), versions 0-4.
+"""ApiVersions (key 18), versions 0-5.
 
 - The answer lists every API registered in ``broker.apis``: nothing is
   advertised that is not served.
-- The response header is always v0 (see ``protocol.headers``); a version above 4
+- The response header is always v0 (see ``protocol.headers``); a version above 5
   is answered by the server's v0-format UNSUPPORTED_VERSION fallback before it
   reaches this handler.
 - v3+ requests whose client software name or version do not match Kafka's
   pattern get INVALID_REQUEST with an empty list, as Kafka's
   ``ApiVersionsRequest.isValid`` decides.
+- v5 (KIP-1242): a client that names the cluster and node it means to reach
+  must name both (else INVALID_REQUEST); a cluster id or node id other than
+  this broker's gets REBOOTSTRAP_REQUIRED, an empty list, as Kafka 4.4
+  answers.
 - v3+ lists one feature, ``group.version``, as Kafka 4.4 lists it: supported
   0-1 (v4+ only: KIP-1022), finalized at 1 (the consumer group protocol, KIP-848) when
   ``group.coordinator.rebalance.protocols`` lists ``consumer``.  kcoord has no
@@ -25,13 +29,18 @@ from protocol.errors import ErrorCode
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-@api(key=18, versions=(0, 4))
+@api(key=18, versions=(0, 5))
 def api_versions(ctx, request):
     if ctx.api_version >= 3 and not (
         _SOFTWARE.fullmatch(request.client_software_name)
         and _SOFTWARE.fullmatch(request.client_software_version)
     ):
         return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": []}
+    if ctx.api_version >= 5 and (request.cluster_id is not None or request.node_id >= 0):
+        if request.cluster_id is None or request.node_id < 0:
+            return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": []}
+        if (request.cluster_id, request.node_id) != (ctx.broker.cluster_id, ctx.broker.node_id):
+            return {"error_code": ErrorCode.REBOOTSTRAP_REQUIRED, "api_keys": []}
     answer = {"error_code": ErrorCode.NONE, "api_keys": _api_keys(ctx.broker),
               "throttle_time_ms": 0}
     if ctx.api_version >= 3:

@@ -1,4 +1,5 @@
-"""DeleteGroups (key 42), versions 0-2.
+"""DeleteGroups (key 42), versions 0-3 (v3's per-group message is null, as
+Kafka 4.4's coordinator leaves it).
 
 - Only an Empty group can be deleted (NON_EMPTY_GROUP otherwise); an unknown
   one gets GROUP_ID_NOT_FOUND.  Repeated names count once.
@@ -12,7 +13,7 @@ from broker.apis import api
 from broker.apis.group_support import when_answered
 
 
-@api(key=42, versions=(0, 2))
+@api(key=42, versions=(0, 3))
 def delete_groups(ctx, request):
     groups = ctx.broker.groups
     names = list(dict.fromkeys(request.groups_names))

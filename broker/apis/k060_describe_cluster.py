@@ -1,4 +1,4 @@
-"""DescribeCluster (key 60), versions 0-1 (flexible in all).
+"""DescribeCluster (key 60), versions 0-2 (flexible in all).
 
 - Brokers: this node at its advertised address; controller: this node.
 - v1 ``endpoint_type``: 1 (brokers) is served.  As Kafka's
@@ -6,6 +6,8 @@
   2 (controllers) gets MISMATCHED_ENDPOINT_TYPE and any other value
   UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST at v0); such an error answer
   carries only the code and message, every other field at its default.
+- v2 ``include_fenced_brokers``: this node is never fenced (``is_fenced``
+  false), so the answer is the same either way.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from protocol.errors import ErrorCode
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
 
 
-@api(key=60, versions=(0, 1))
+@api(key=60, versions=(0, 2))
 def describe_cluster(ctx, request):
     broker = ctx.broker
     endpoint_type = request.endpoint_type
@@ -37,7 +39,7 @@ def describe_cluster(ctx, request):
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "brokers": [{"broker_id": broker.node_id, "host": ctx.advertised[0],
-                     "port": ctx.advertised[1], "rack": None}],
+                     "port": ctx.advertised[1], "rack": None, "is_fenced": False}],
         "cluster_authorized_operations": (
             CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else NOT_PROVIDED
         ),

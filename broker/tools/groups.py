@@ -212,18 +212,27 @@ class _Groups:
                 else:
                     described[g["group_id"]] = _from_consumer_describe(g)
         if classic:
-            answer = self.client.call(15, 5, {"groups": classic,
-                                              "include_authorized_operations": False})
+            # From v6 (Kafka 4.x) a group that does not exist is GROUP_ID_NOT_FOUND with
+            # a message, where v5 described it as Dead.
+            version = min(6, self._newest(15))
+            answer = self.client.call(15, version, {"groups": classic,
+                                                    "include_authorized_operations": False})
             for g in answer["groups"]:
                 described[g["group_id"]] = _from_describe_groups(g)
+                if g["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND:
+                    described[g["group_id"]]["group_state"] = "Dead"
         return described
 
     def _serves(self, api_key: int) -> bool:
+        return self._newest(api_key) is not None
+
+    def _newest(self, api_key: int) -> int | None:
+        """The broker's newest version of an API, None where it does not serve it."""
         if not hasattr(self, "_api_keys"):
             answer = self.client.call(18, 3, {"client_software_name": "kcoord-groups",
                                               "client_software_version": "1"})
-            self._api_keys = {k["api_key"] for k in answer["api_keys"]}
-        return api_key in self._api_keys
+            self._api_keys = {k["api_key"]: k["max_version"] for k in answer["api_keys"]}
+        return self._api_keys.get(api_key)
 
     def _print_state_note(self, group: str, described: dict, rows: int | None) -> bool:
         """Kafka's ``shouldPrintMemberState``: a line on the group's state where it
@@ -245,6 +254,13 @@ class _Groups:
         described = self._describe(groups)
         for group, found in described.items():
             code = found["error_code"]
+            if code == ErrorCode.GROUP_ID_NOT_FOUND and found.get("error_message"):
+                # DescribeGroups v6 fails the admin call for a group that does not
+                # exist; Kafka's tool prints why and ends there (exit status 0).
+                self._print("\nError: Executing consumer group command failed due to "
+                            "org.apache.kafka.common.errors.GroupIdNotFoundException: "
+                            + found["error_message"])
+                return {}
             if code not in (ErrorCode.NONE, ErrorCode.GROUP_ID_NOT_FOUND):
                 self._print(f"\nError: Executing consumer group command failed due to "
                             f"{ErrorCode(code).name}")

@@ -1,15 +1,20 @@
-"""ApiVersions (key 18): versions 0-4, flexible from 3."""
+"""ApiVersions (key 18): versions 0-5, flexible from 3.
+
+v5 (KIP-1242) lets a client name the cluster and the node it means to reach.
+"""
 
 from protocol.schema import F, S, Api
 
 API_VERSIONS = Api(
     key=18,
     name="ApiVersions",
-    versions="0-4",
+    versions="0-5",
     flexible="3+",
     request=S(
         F("client_software_name", "string", v="3+"),
         F("client_software_version", "string", v="3+"),
+        F("cluster_id", "string", v="5+", nullable="5+", default=None),
+        F("node_id", "int32", v="5+", default=-1),
     ),
     response=S(
         F("error_code", "int16"),

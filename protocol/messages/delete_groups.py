@@ -1,7 +1,8 @@
-"""DeleteGroups (key 42): versions 0-2, flexible from 2.
+"""DeleteGroups (key 42): versions 0-3, flexible from 2.
 
 Version notes:
 - v1 only changes behaviour (throttling after the response).
+- v3 adds a message per group (null where Kafka 4.4's coordinator gives none).
 """
 
 from protocol.schema import F, S, Api
@@ -9,7 +10,7 @@ from protocol.schema import F, S, Api
 DELETE_GROUPS = Api(
     key=42,
     name="DeleteGroups",
-    versions="0-2",
+    versions="0-3",
     flexible="2+",
     request=S(
         F("groups_names", ["string"]),
@@ -19,6 +20,7 @@ DELETE_GROUPS = Api(
         F("results", [S(
             F("group_id", "string"),
             F("error_code", "int16"),
+            F("error_message", "string", v="3+", nullable="3+", default=None),
         )]),
     ),
 )

@@ -1,9 +1,11 @@
-"""DescribeGroups (key 15): versions 0-5, flexible from 5.
+"""DescribeGroups (key 15): versions 0-6, flexible from 5.
 
 Version notes:
 - v1 adds the throttle time; v2 only changes behaviour.
 - v3 adds ``include_authorized_operations`` and the group's authorized
   operations; v4 static members' ``group_instance_id``.
+- v6 answers a group it does not describe GROUP_ID_NOT_FOUND with a message
+  (KIP-1043) where earlier versions answer the Dead state.
 """
 
 from protocol.schema import F, S, Api
@@ -11,7 +13,7 @@ from protocol.schema import F, S, Api
 DESCRIBE_GROUPS = Api(
     key=15,
     name="DescribeGroups",
-    versions="0-5",
+    versions="0-6",
     flexible="5+",
     request=S(
         F("groups", ["string"]),
@@ -21,6 +23,7 @@ DESCRIBE_GROUPS = Api(
         F("throttle_time_ms", "int32", v="1+"),
         F("groups", [S(
             F("error_code", "int16"),
+            F("error_message", "string", v="6+", nullable="6+", default=None),
             F("group_id", "string"),
             F("group_state", "string"),
             F("protocol_type", "string"),

@@ -1,7 +1,4 @@
-"""Fetch (key 1): schema versions 0-17, flexible from 12.
-
-The broker serves v0-12 (topic ids from v13 are not served yet); the schema
-declares Kafka 3.9's whole range so that every version decodes.
+"""Fetch (key 1): versions 0-18, flexible from 12.
 
 Version notes:
 - v3 adds ``max_bytes``; v4 ``isolation_level``, the last stable offset and
@@ -12,7 +9,8 @@ Version notes:
   leader and snapshot id.
 - v13 names topics by ``topic_id`` instead of name; v15 replaces
   ``replica_id`` with the tagged ``replica_state``; v16 answers node
-  endpoints; v17 adds the replica directory id.
+  endpoints; v17 adds the replica directory id; v18 the high watermark a
+  follower knows (KIP-1166, tagged; a consumer leaves it at its default).
 - ``records`` is passed through as raw bytes.
 """
 
@@ -21,7 +19,7 @@ from protocol.schema import F, S, Api
 FETCH = Api(
     key=1,
     name="Fetch",
-    versions="0-17",
+    versions="0-18",
     flexible="12+",
     request=S(
         F("cluster_id", "string", v="12+", nullable="12+", tag=0, default=None),
@@ -47,6 +45,7 @@ FETCH = Api(
                 F("log_start_offset", "int64", v="5+", default=-1),
                 F("partition_max_bytes", "int32"),
                 F("replica_directory_id", "uuid", v="17+", tag=0),
+                F("high_watermark", "int64", v="18+", tag=1, default=9223372036854775807),
             )]),
         )]),
         F("forgotten_topics_data", [S(

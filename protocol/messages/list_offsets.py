@@ -1,11 +1,12 @@
-"""ListOffsets (key 2): versions 0-9, flexible from 6.
+"""ListOffsets (key 2): versions 0-11, flexible from 6.
 
 Version notes:
 - v0 answers a list of offsets (``old_style_offsets``, at most
   ``max_num_offsets``); from v1 one ``timestamp``/``offset`` pair.
 - v2 adds ``isolation_level`` and the throttle time; v4 leader epochs.
 - v7 allows timestamp -3 (max timestamp), v8 -4 and v9 -5 (tiered storage);
-  the wire format does not change after v6.
+  v10 adds ``timeout_ms`` (for reads from remote storage); v11 allows -6
+  (earliest pending upload).
 """
 
 from protocol.schema import F, S, Api
@@ -13,7 +14,7 @@ from protocol.schema import F, S, Api
 LIST_OFFSETS = Api(
     key=2,
     name="ListOffsets",
-    versions="0-9",
+    versions="0-11",
     flexible="6+",
     request=S(
         F("replica_id", "int32"),
@@ -27,6 +28,7 @@ LIST_OFFSETS = Api(
                 F("max_num_offsets", "int32", v="0", default=1),
             )]),
         )]),
+        F("timeout_ms", "int32", v="10+", default=0),
     ),
     response=S(
         F("throttle_time_ms", "int32", v="2+"),

@@ -1,4 +1,4 @@
-"""Metadata (key 3): versions 0-12, flexible from 9.
+"""Metadata (key 3): versions 0-13, flexible from 9.
 
 Version notes:
 - v0: ``topics`` is a plain array and an empty one asks for every topic.
@@ -11,6 +11,7 @@ Version notes:
   after v10); v8+ the topic authorized operations.
 - v10 adds topic ids; from v12 a topic may be asked for by id alone, and a
   topic unknown by id comes back with a null name.
+- v13 adds a top-level ``error_code`` (KIP-1102).
 """
 
 from protocol.schema import F, S, Api
@@ -18,7 +19,7 @@ from protocol.schema import F, S, Api
 METADATA = Api(
     key=3,
     name="Metadata",
-    versions="0-12",
+    versions="0-13",
     flexible="9+",
     request=S(
         F("topics", [S(
@@ -56,5 +57,6 @@ METADATA = Api(
             F("topic_authorized_operations", "int32", v="8+", default=-2147483648),
         )]),
         F("cluster_authorized_operations", "int32", v="8-10", default=-2147483648),
+        F("error_code", "int16", v="13+", default=0),
     ),
 )

@@ -1,4 +1,4 @@
-"""Produce (key 0): versions 0-11, flexible from 9.
+"""Produce (key 0): versions 0-13, flexible from 9.
 
 Version notes:
 - v0-2 carry legacy message sets (magic 0/1); v3 and later one record batch
@@ -6,7 +6,8 @@ Version notes:
 - v2 answers ``log_append_time_ms``; v5 ``log_start_offset``; v8 per-batch
   record errors and an error message.
 - v10 answers, in tags, the current leader of a partition that moved and the
-  endpoints of the new leaders; v11 changes nothing on the wire.
+  endpoints of the new leaders; v11 and v12 change nothing on the wire.
+- v13 names topics by ``topic_id`` instead of ``name``, asked and answered.
 - ``records`` is passed through as raw bytes; null only when empty.
 
 The generated codec serves it (``protocol.generated``): it reads ``records`` as
@@ -18,14 +19,15 @@ from protocol.schema import F, S, Api
 PRODUCE = Api(
     key=0,
     name="Produce",
-    versions="0-11",
+    versions="0-13",
     flexible="9+",
     request=S(
         F("transactional_id", "string", v="3+", nullable="3+", default=None),
         F("acks", "int16"),
         F("timeout_ms", "int32"),
         F("topic_data", [S(
-            F("name", "string"),
+            F("name", "string", v="0-12", default=""),
+            F("topic_id", "uuid", v="13+"),
             F("partition_data", [S(
                 F("index", "int32"),
                 F("records", "records", nullable="0+"),
@@ -34,7 +36,8 @@ PRODUCE = Api(
     ),
     response=S(
         F("responses", [S(
-            F("name", "string"),
+            F("name", "string", v="0-12", default=""),
+            F("topic_id", "uuid", v="13+"),
             F("partition_responses", [S(
                 F("index", "int32"),
                 F("error_code", "int16"),

@@ -50,7 +50,7 @@ def test_api_versions_unknown_version_gets_v0_fallback(broker):
         client.send_raw(_api_versions_frame(9, 42))
         frame = client.recv_frame()
     # header v0 (correlation id only), error 35, classic array with only ApiVersions' range
-    assert frame == bytes.fromhex("0000002a" "0023" "00000001" "0012" "0000" "0004")
+    assert frame == bytes.fromhex("0000002a" "0023" "00000001" "0012" "0000" "0005")
     decoded = ApiVersionsResponse.decode(frame[4:], version=0)
     assert decoded.error_code == 35
 

@@ -115,6 +115,7 @@ def test_a_running_classic_group_is_upgraded_and_downgraded_as_on_kafka(diff):
         assert c["error_code"] == 0 and c["member_epoch"] == generation + 1
         describe_consumer(s, group)
         describe_classic(s, group)  # DescribeGroups knows no consumer group: Dead
+        s.call("x", 15, 6, {"groups": [group], "include_authorized_operations": False})
         # the classic members learn of it through their heartbeats
         assert s.call("a", 12, 4, heartbeat(group, generation, "<member-0>"))[
             "error_code"] == REBALANCE_IN_PROGRESS

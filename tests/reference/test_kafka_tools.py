@@ -158,10 +158,10 @@ def test_kafka_broker_api_versions(tools, make_broker):
     out = _run("org.apache.kafka.tools.BrokerApiVersionsCommand",
                "--bootstrap-server", node.bootstrap)
     assert f"127.0.0.1:{node.port} (id: 1 rack: null" in out
-    assert re.search(r"Metadata\(3\): 0 to 12 \[usable: 12\]", out)
+    assert re.search(r"Metadata\(3\): 0 to 13 \[usable: 13\]", out)
     assert re.search(r"CreateTopics\(19\): 0 to 7 \[usable: 7\]", out)
-    assert re.search(r"Produce\(0\): 0 to 11 \[usable: 11\]", out)
-    assert re.search(r"Fetch\(1\): 0 to 17 \[usable: 17\]", out)
+    assert re.search(r"Produce\(0\): 0 to 13 \[usable: 13\]", out)
+    assert re.search(r"Fetch\(1\): 0 to 18 \[usable: 18\]", out)
     assert re.search(r"OffsetForLeaderEpoch\(23\): 0 to 4 \[usable: 4\]", out)
     assert re.search(r"JoinGroup\(11\): 0 to 9 \[usable: 9\]", out)
     assert re.search(r"OffsetCommit\(8\): 1 to 10 \[usable: 10\]", out)
