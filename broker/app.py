@@ -13,7 +13,8 @@ import structlog
 
 from broker.apis import load_handlers
 from broker.config import BrokerConfig, assignor_names
-from broker.groups.common import CoordinatorConfig
+from broker.groups.common import CONSUMER_GROUP_SETTINGS, CoordinatorConfig
+from broker.groups.group_configs import GroupConfigStore, effective
 from broker.groups.service import GroupService
 from broker.runtime.timers import WallClock
 from broker.listener import Listener
@@ -50,6 +51,10 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(
             config["max.incremental.fetch.session.cache.slots"])
         self.producer_ids = ProducerIds(self.data_dir)
+        # Each group's own configs (resource type GROUP), saved in the data dir.
+        self.group_configs: dict[str, dict[str, str]] = {}
+        self._group_config_store = GroupConfigStore(self.data_dir)
+        self._group_configs_lock = asyncio.Lock()
         self.groups: GroupService | None = None
         self._maintenance: list[asyncio.Task] = []
         self._passes: set[asyncio.Future] = set()
@@ -105,12 +110,14 @@ class Broker:
             self.cluster_id = load_or_create_identity(self.data_dir, self.node_id)
             self.topics.load()
             self.producer_ids.load()
+            self.group_configs = self._group_config_store.load()
             self.logs = LogManager(str(self.data_dir), config_for=self.log_config,
                                    on_offline=self._log_dir_failed)
             self.topics.attach(self.logs)
             offsets_partitions = self.topics.get(OFFSETS_TOPIC).partitions
             self.groups = GroupService(
-                self, coordinator_config(self.config, offsets_partitions), WallClock(),
+                self, coordinator_config(self.config, offsets_partitions, self.group_configs),
+                WallClock(),
                 linger_ms=self.config["group.coordinator.append.linger.ms"])
             self.groups.start()
             for server in self._servers:
@@ -259,6 +266,25 @@ class Broker:
 
     # -- partition logs ------------------------------------------------------------
 
+    async def alter_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """Replace a group's own configs (checked by the caller): saved when this
+        returns, and applied at once to the consumer group of that id."""
+        async with self._group_configs_lock:
+            changed = dict(self.group_configs)
+            if configs:
+                changed[group_id] = dict(configs)
+            else:
+                changed.pop(group_id, None)
+            await asyncio.get_running_loop().run_in_executor(
+                None, self._group_config_store.save, changed)
+            before = self.group_configs.get(group_id, {})
+            self.group_configs = changed
+            if self.groups is not None:
+                self.groups.config.per_group = consumer_settings(self.config, changed)
+            log.info("group.configs_altered", group_id=group_id,
+                     set={k: v for k, v in configs.items() if before.get(k) != v},
+                     removed=sorted(set(before) - set(configs)))
+
     def log_config(self, topic_name: str) -> LogConfig | None:
         topic = self.topics.get(topic_name)
         return None if topic is None else self.topics.log_config(topic)
@@ -334,9 +360,20 @@ class Broker:
         await self.logs.run_cleaner_async()
 
 
-def coordinator_config(config: BrokerConfig, partitions: int) -> CoordinatorConfig:
+def consumer_settings(config: BrokerConfig, group_configs: dict[str, dict[str, str]]):
+    """group id -> the consumer group settings it sets itself, as it runs with them."""
+    return {group_id: {name: effective(config, own, name)
+                       for name in CONSUMER_GROUP_SETTINGS if name in own}
+            for group_id, own in group_configs.items()
+            if any(name in own for name in CONSUMER_GROUP_SETTINGS)}
+
+
+def coordinator_config(config: BrokerConfig, partitions: int,
+                       group_configs: dict[str, dict[str, str]] | None = None
+                       ) -> CoordinatorConfig:
     # The partition count is the topic's own: changing the setting later moves no group.
     return CoordinatorConfig(
+        per_group=consumer_settings(config, group_configs or {}),
         partitions=partitions,
         min_session_timeout_ms=config["group.min.session.timeout.ms"],
         max_session_timeout_ms=config["group.max.session.timeout.ms"],

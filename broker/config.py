@@ -782,6 +782,11 @@ class BrokerConfig:
         return BrokerConfig(values, sources)
 
 
+def parse_config_value(defn: ConfigDef, raw: Any) -> Any:
+    """A value parsed and checked as Kafka's ConfigDef does; ConfigValueError if invalid."""
+    return _parse_value(defn, raw)
+
+
 def validate_topic_config(name: str, raw: str | None) -> Any:
     """Parse one topic config value; raises KeyError (unknown) or ValueError (invalid)."""
     defn = TOPIC_CONFIGS[name]

@@ -11,6 +11,11 @@ code and message, and the ones that pass change at once unless
   whole set; IncrementalAlterConfigs sets, deletes, or appends to and
   subtracts from a list config (from the topic's value, or the config's own
   default when it has none).
+- GROUP (32): the group's own configs (``broker.groups.group_configs``, source
+  DYNAMIC_GROUP_CONFIG), checked as Kafka's GroupConfig checks the whole new
+  set, saved before the answer and applied at once to the consumer group of
+  that id (session timeout, heartbeat interval, assignment interval). The
+  group need not exist.
 - BROKER (4) and BROKER_LOGGER (8): kcoord's broker configs are static
   (docs/deviations.md): refused with INVALID_CONFIG, after Kafka's checks of
   the broker id.
@@ -22,10 +27,12 @@ from __future__ import annotations
 from collections import Counter
 
 from broker.config import LIST, TOPIC_CONFIGS, format_value
+from broker.groups import group_configs
+from broker.groups.group_configs import GROUP_CONFIGS
 from broker.topics.manager import TopicError, check_topic_configs, validate_topic_name
 from protocol.errors import ErrorCode
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OPERATIONS = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
@@ -48,7 +55,11 @@ async def alter_configs(ctx, request, incremental: bool) -> dict:
             if named[(res.resource_type, res.resource_name)] > 1:
                 raise _Refused(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
             changes = _changes(broker, res, incremental)
-            if not request.validate_only:
+            if request.validate_only:
+                pass
+            elif res.resource_type == GROUP:
+                await broker.alter_group_configs(res.resource_name, changes)
+            else:
                 topic = broker.topics.get(res.resource_name)
                 await broker.topics.alter_configs(topic, changes)
         except _Refused as refused:
@@ -61,9 +72,10 @@ async def alter_configs(ctx, request, incremental: bool) -> dict:
 
 def _changes(broker, res, incremental: bool) -> dict[str, str]:
     """The resource's new dynamic configs, or ``_Refused`` with Kafka's words."""
-    if res.resource_type not in (TOPIC, BROKER, BROKER_LOGGER):
+    if res.resource_type not in (TOPIC, BROKER, BROKER_LOGGER, GROUP):
         raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown resource type {res.resource_type}")
-    if res.resource_type != TOPIC and res.resource_name not in ("", str(broker.node_id)):
+    if res.resource_type in (BROKER, BROKER_LOGGER) and \
+            res.resource_name not in ("", str(broker.node_id)):
         raise _Refused(ErrorCode.INVALID_REQUEST,
                        f"Unexpected broker id, expected {broker.node_id}, but received "
                        f"{res.resource_name}")
@@ -76,6 +88,10 @@ def _changes(broker, res, incremental: bool) -> dict[str, str]:
             raise _Refused(ErrorCode.UNKNOWN_SERVER_ERROR, None)
         if op != DELETE and c.value is None:
             raise _Refused(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}")
+    if res.resource_type == GROUP:
+        if not res.resource_name:
+            raise _Refused(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+        return _group_changes(broker, res, incremental)
     if res.resource_type != TOPIC:
         raise _Refused(ErrorCode.INVALID_CONFIG,
                        "kcoord's broker configs are static: set them when the broker starts "
@@ -88,19 +104,40 @@ def _changes(broker, res, incremental: bool) -> dict[str, str]:
             raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION, invalid)
         raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                        f"The topic '{name}' does not exist.")
-    configs = dict(topic.configs) if incremental else {}
+    configs = _applied(dict(topic.configs) if incremental else {}, res, incremental,
+                       TOPIC_CONFIGS, "Unknown topic config name")
+    check_topic_configs(configs)  # TopicError, answered as it says
+    return configs
+
+
+def _group_changes(broker, res, incremental: bool) -> dict[str, str]:
+    current = broker.group_configs.get(res.resource_name, {})
+    configs = _applied(dict(current) if incremental else {}, res, incremental,
+                       {n: c.defn for n, c in GROUP_CONFIGS.items()},
+                       "Unknown group config name")
+    try:
+        group_configs.check(broker.config, configs)
+    except group_configs.GroupConfigError as exc:
+        raise _Refused(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    return configs
+
+
+def _applied(configs: dict[str, str], res, incremental: bool, defs, unknown: str):
+    """``configs`` with the resource's operations applied, in order."""
     for c in res.configs:
         op = c.config_operation if incremental else SET
-        defn = TOPIC_CONFIGS.get(c.name)
+        defn = defs.get(c.name)
         if op == DELETE:
             configs.pop(c.name, None)
             continue
         if defn is None:
-            raise _Refused(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
+            raise _Refused(ErrorCode.INVALID_CONFIG, f"{unknown}: {c.name}")
         if op == SET:
             configs[c.name] = c.value
             continue
-        if defn.type != LIST:
+        if defn.type != LIST or res.resource_type == GROUP:
+            # Kafka's controller knows no config types for groups: no group
+            # config is a list there (checked against Kafka 4.4).
             raise _Refused(ErrorCode.INVALID_CONFIG,
                            f"Can't {_OPERATIONS[op]} to key {c.name} because its type is not "
                            f"LIST.")
@@ -114,5 +151,4 @@ def _changes(broker, res, incremental: bool) -> dict[str, str]:
         else:
             parts = [p for p in parts if p not in given]
         configs[c.name] = ",".join(parts)
-    check_topic_configs(configs)  # TopicError, answered as it says
     return configs

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from broker.groups.group_configs import (
+    DYNAMIC_GROUP_CONFIG,
+    GROUP_CONFIGS,
+    broker_value,
+    kafka_default_text,
+)
 from broker.config import (
     BROKER_CONFIGS,
     TOPIC_CONFIG_SYNONYMS,
     TOPIC_CONFIGS,
     format_value,
+    parse_config_value,
     validate_topic_config,
 )
 
@@ -80,4 +87,34 @@ def broker_config_values(broker):
             synonyms = [{"name": name, "value": value, "source": source}]
             if source == STATIC_BROKER_CONFIG:
                 synonyms.append({"name": name, "value": "-1", "source": DEFAULT_CONFIG})
+        yield name, value, source, synonyms, defn
+
+
+def group_config_values(broker, group_id: str):
+    """(name, value string, source, synonyms, ConfigDef) for every group config:
+    the group's own value (DYNAMIC_GROUP_CONFIG) or its broker property's."""
+    config = broker.config
+    own = broker.group_configs.get(group_id, {})
+    for name, entry in GROUP_CONFIGS.items():
+        defn = entry.defn
+        prop = entry.synonym
+        if prop in BROKER_CONFIGS:
+            synonyms = _synonym_entries(config, prop)
+        elif prop == name:  # a config with a default of its own
+            synonyms = [{"name": name, "value": format_value(defn, defn.default),
+                         "source": DEFAULT_CONFIG}]
+        else:
+            synonyms = [{"name": prop, "value": kafka_default_text(prop),
+                         "source": DEFAULT_CONFIG}]
+        if name == "streams.assignor.name":  # the first assignor registered
+            value = broker_value(config, prop)[0]
+        elif prop == name:
+            value = format_value(defn, defn.default)
+        else:
+            value = synonyms[0]["value"]
+        source = synonyms[0]["source"]
+        if name in own:
+            value = format_value(defn, parse_config_value(defn, own[name]))
+            source = DYNAMIC_GROUP_CONFIG
+            synonyms.insert(0, {"name": name, "value": value, "source": source})
         yield name, value, source, synonyms, defn

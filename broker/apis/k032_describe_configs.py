@@ -8,6 +8,9 @@
   read-only) or empty (the cluster-wide dynamic defaults: none); any other name
   is INVALID_REQUEST, as Kafka's ConfigHelper answers.
 - BROKER_LOGGER (8): the broker's log level, for this node's id.
+- GROUP (32): every group config (``broker.groups.group_configs``), the
+  group's own value (DYNAMIC_GROUP_CONFIG) or its broker property's, whether
+  the group exists or not, as Kafka answers; an empty name: INVALID_REQUEST.
 - A resource type other than these fails the whole request: every resource
   gets INVALID_REQUEST with Kafka's generic message, as KafkaApis answers.
 - ``configuration_keys`` null lists every config; otherwise only the named ones
@@ -20,11 +23,11 @@ from __future__ import annotations
 import logging
 
 from broker.apis import api
-from broker.apis.configs import broker_config_values, topic_config_values
+from broker.apis.configs import broker_config_values, group_config_values, topic_config_values
 from broker.topics.manager import validate_topic_name
 from protocol.errors import ErrorCode
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
 
@@ -66,7 +69,8 @@ _INVALID_REQUEST_MESSAGE = (
 @api(key=32, versions=(0, 4))
 def describe_configs(ctx, request):
     broker = ctx.broker
-    if any(res.resource_type not in (TOPIC, BROKER, BROKER_LOGGER) for res in request.resources):
+    if any(res.resource_type not in (TOPIC, BROKER, BROKER_LOGGER, GROUP)
+           for res in request.resources):
         # KafkaApis checks every resource type before answering any: one it does
         # not know fails the whole request, each resource with INVALID_REQUEST.
         return {"throttle_time_ms": 0, "results": [
@@ -95,6 +99,13 @@ def describe_configs(ctx, request):
                 result["configs"] = _entries(topic_config_values(broker, topic.configs), keys,
                                              request.include_synonyms,
                                              request.include_documentation, read_only=False)
+        elif res.resource_type == GROUP and not res.resource_name:
+            result["error_code"] = ErrorCode.INVALID_REQUEST
+            result["error_message"] = "Group name must not be empty"
+        elif res.resource_type == GROUP:
+            result["configs"] = _entries(group_config_values(broker, res.resource_name), keys,
+                                         request.include_synonyms,
+                                         request.include_documentation, read_only=False)
         elif res.resource_type in (BROKER, BROKER_LOGGER):
             name = res.resource_name
             if name == "" and res.resource_type == BROKER:

@@ -4,8 +4,8 @@ every entity of a type, ``Admin.listConfigResources``).
 - v0 (ListClientMetricsResources) lists client metrics resources: kcoord keeps
   none, so the list is empty.
 - v1 lists, for the ``resource_types`` asked (none: every type below), in
-  Kafka 4.4's order: the groups that have configs of their own (GROUP, 32:
-  none, as kcoord does not keep group configs), client metrics (16, none), this node as BROKER_LOGGER (8) and as BROKER (4),
+  Kafka 4.4's order: the groups that have configs of their own (GROUP, 32),
+  client metrics (16, none), this node as BROKER_LOGGER (8) and as BROKER (4),
   then every topic, internal ones included (TOPIC, 2).  A type outside these
   answers UNSUPPORTED_VERSION with an empty list, as Kafka answers it.
 """
@@ -20,11 +20,13 @@ _ORDER = (GROUP, CLIENT_METRICS, BROKER_LOGGER, BROKER, TOPIC)
 
 
 def _names(broker, resource_type: int):
+    if resource_type == GROUP:
+        return sorted(broker.group_configs)
     if resource_type in (BROKER_LOGGER, BROKER):
         return [str(broker.node_id)]
     if resource_type == TOPIC:
         return sorted(broker.topics.topic_names())
-    return []  # groups, client metrics: none kept
+    return []  # client metrics: none kept
 
 
 @api(key=74, versions=(0, 1))

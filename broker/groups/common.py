@@ -4,7 +4,7 @@ counting and wrapping that Kafka's checks depend on."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from broker.runtime.outcome import Write
 from protocol.errors import ErrorCode as E
@@ -13,6 +13,9 @@ from protocol.wire import MAX_STRING_BYTES
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000  # Kafka's hard-coded join timeout of a new member
 WRITE_CHUNK_BYTES = 256 * 1024  # well under __consumer_offsets' max.message.bytes (1 MiB)
 CLASSIC = "classic"
+# The group configs a consumer group (KIP-848) runs with.
+CONSUMER_GROUP_SETTINGS = ("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms",
+                           "consumer.assignment.interval.ms")
 
 
 @dataclass(slots=True)
@@ -33,6 +36,25 @@ class CoordinatorConfig:
     consumer_assignment_interval_ms: int = 0
     # group.consumer.migration.policy: disabled, upgrade, downgrade or bidirectional
     consumer_migration_policy: str = "bidirectional"
+    # group id -> {group config name: value} for the groups that set one of
+    # CONSUMER_GROUP_SETTINGS themselves (``broker.groups.group_configs``)
+    per_group: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        return self._own(group_id, "consumer.session.timeout.ms",
+                         self.consumer_session_timeout_ms)
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self._own(group_id, "consumer.heartbeat.interval.ms",
+                         self.consumer_heartbeat_interval_ms)
+
+    def assignment_interval_ms(self, group_id: str) -> int:
+        return self._own(group_id, "consumer.assignment.interval.ms",
+                         self.consumer_assignment_interval_ms)
+
+    def _own(self, group_id: str, name: str, default: int) -> int:
+        own = self.per_group.get(group_id)
+        return default if own is None else own.get(name, default)
 
     @property
     def upgrade_enabled(self) -> bool:

@@ -410,7 +410,7 @@ class ConsumerGroupManager:
         self._arm_session(group.group_id, member_id, now)
         answer = {"error_code": E.NONE, "error_message": None, "member_id": member_id,
                   "member_epoch": reconciled.member_epoch,
-                  "heartbeat_interval_ms": self.config.consumer_heartbeat_interval_ms,
+                  "heartbeat_interval_ms": self.config.heartbeat_interval_ms(group.group_id),
                   "assignment": None}
         full = req.member_epoch == 0 or (
             req.rebalance_timeout_ms != -1 and req.owned is not None and
@@ -571,7 +571,7 @@ class ConsumerGroupManager:
         """The target is recomputed at most once per
         ``group.consumer.assignment.interval.ms`` (Kafka 4.4, KIP-1263): until
         then the group stays Assigning and a later heartbeat computes it."""
-        interval = self.config.consumer_assignment_interval_ms
+        interval = self.config.assignment_interval_ms(group.group_id)
         return group.assignment_timestamp == 0 or interval == 0 or \
             now >= group.assignment_timestamp + interval
 
@@ -1018,7 +1018,7 @@ class ConsumerGroupManager:
         group's for the others."""
         timeout = member.classic.session_timeout_ms \
             if member is not None and member.classic is not None \
-            else self.config.consumer_session_timeout_ms
+            else self.config.session_timeout_ms(group_id)
         self.timers.schedule(("cg-session", group_id, member_id), now + timeout)
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
@@ -1036,7 +1036,7 @@ class ConsumerGroupManager:
             return None
         if kind == "cg-session":
             timeout = member.classic.session_timeout_ms if member.classic is not None \
-                else self.config.consumer_session_timeout_ms
+                else self.config.session_timeout_ms(group_id)
             reason = f"no heartbeat within the session timeout ({timeout} ms)"
         elif kind == "cg-join":
             reason = "the classic member failed to join within the rebalance timeout"

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from broker.config import DEV_DEFAULTS, TOPIC_CONFIG_SYNONYMS
+from broker.groups.group_configs import GROUP_CONFIGS
 from protocol.wire import ZERO_UUID
 from protocol.client import WireClient
 
@@ -39,6 +40,8 @@ _KCOORD_DEFAULTS = {**DEV_DEFAULTS, "offsets.topic.replication.factor": (1, 3)}
 _DEV_DEFAULT_NAMES = set(_KCOORD_DEFAULTS) | {"log.roll.ms"} | {
     topic for topic, broker in TOPIC_CONFIG_SYNONYMS.items()
     if broker in DEV_DEFAULTS or broker == "log.roll.ms"
+} | {  # group configs too
+    name for name, entry in GROUP_CONFIGS.items() if entry.synonym in DEV_DEFAULTS
 }
 _CLUSTER_ID = re.compile(r"^[A-Za-z0-9_-]{22}$")
 
