@@ -12,9 +12,11 @@ from pathlib import Path
 import structlog
 
 from broker.apis import load_handlers
-from broker.config import BrokerConfig, assignor_names
+from broker.config import BROKER_CONFIGS, BrokerConfig, assignor_names, parse_config_value
 from broker.groups.common import CONSUMER_GROUP_SETTINGS, CoordinatorConfig
-from broker.groups.group_configs import GroupConfigStore, effective
+from broker.groups.group_configs import ConfigFile, effective
+
+BROKER_CONFIG_FILE = "kcoord-broker-configs.json"
 from broker.groups.service import GroupService
 from broker.runtime.timers import WallClock
 from broker.listener import Listener
@@ -53,8 +55,11 @@ class Broker:
         self.producer_ids = ProducerIds(self.data_dir)
         # Each group's own configs (resource type GROUP), saved in the data dir.
         self.group_configs: dict[str, dict[str, str]] = {}
-        self._group_config_store = GroupConfigStore(self.data_dir)
-        self._group_configs_lock = asyncio.Lock()
+        self._group_config_store = ConfigFile(self.data_dir)
+        self._config_changes_lock = asyncio.Lock()
+        # Dynamic broker configs as given: this broker's ("1") and the cluster's ("").
+        self.broker_configs: dict[str, dict[str, str]] = {}
+        self._broker_config_store = ConfigFile(self.data_dir, BROKER_CONFIG_FILE)
         self.groups: GroupService | None = None
         self._maintenance: list[asyncio.Task] = []
         self._passes: set[asyncio.Future] = set()
@@ -111,6 +116,12 @@ class Broker:
             self.topics.load()
             self.producer_ids.load()
             self.group_configs = self._group_config_store.load()
+            self.broker_configs = self._broker_config_store.load()
+            # As a Kafka 4.4 cluster formatted with eligible leader replicas (its
+            # default) holds it: the cluster-wide min.insync.replicas, kept.
+            self.broker_configs.setdefault("", {}).setdefault(
+                "min.insync.replicas", str(self.config["min.insync.replicas"]))
+            self._apply_broker_configs()
             self.logs = LogManager(str(self.data_dir), config_for=self.log_config,
                                    on_offline=self._log_dir_failed)
             self.topics.attach(self.logs)
@@ -269,7 +280,7 @@ class Broker:
     async def alter_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
         """Replace a group's own configs (checked by the caller): saved when this
         returns, and applied at once to the consumer group of that id."""
-        async with self._group_configs_lock:
+        async with self._config_changes_lock:
             changed = dict(self.group_configs)
             if configs:
                 changed[group_id] = dict(configs)
@@ -284,6 +295,39 @@ class Broker:
             log.info("group.configs_altered", group_id=group_id,
                      set={k: v for k, v in configs.items() if before.get(k) != v},
                      removed=sorted(set(before) - set(configs)))
+
+    async def alter_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None:
+        """Replace this broker's dynamic configs (``resource_name`` its id) or the
+        cluster's (""), checked by the caller: saved when this returns, and
+        applied at once (topic defaults to every log, the cleaner's backoff, the
+        consumer groups' assignment interval)."""
+        async with self._config_changes_lock:
+            changed = dict(self.broker_configs)
+            key = "" if resource_name == "" else "broker"
+            if configs:
+                changed[key] = dict(configs)
+            else:
+                changed.pop(key, None)
+            await asyncio.get_running_loop().run_in_executor(
+                None, self._broker_config_store.save, changed)
+            before = self.broker_configs.get(key, {})
+            self.broker_configs = changed
+            self._apply_broker_configs()
+            log.info("broker.configs_altered", resource=resource_name or "<cluster default>",
+                     set={k: v for k, v in configs.items() if before.get(k) != v},
+                     removed=sorted(set(before) - set(configs)))
+
+    def _apply_broker_configs(self) -> None:
+        def parsed(layer):
+            return {name: parse_config_value(BROKER_CONFIGS[name], raw)
+                    for name, raw in self.broker_configs.get(layer, {}).items()
+                    if name in BROKER_CONFIGS}
+        self.config.set_dynamic(parsed("broker"), parsed(""))
+        if self.logs is not None:
+            self.topics.reapply_log_configs()
+        if self.groups is not None:
+            self.groups.config.consumer_assignment_interval_ms = \
+                self.config["group.consumer.assignment.interval.ms"]
 
     def log_config(self, topic_name: str) -> LogConfig | None:
         topic = self.topics.get(topic_name)
@@ -307,12 +351,14 @@ class Broker:
             self._every(DATA_DIR_CHECK_MS, self._data_dir_pass), name="kcoord-data-dir"))
         if self.config["log.cleaner.enable"]:
             self._maintenance.append(loop.create_task(
-                self._every(self.config["log.cleaner.backoff.ms"], self._cleaner_pass),
+                self._every(lambda: self.config["log.cleaner.backoff.ms"], self._cleaner_pass),
                 name="kcoord-cleaner"))
 
-    async def _every(self, interval_ms: int, action) -> None:
+    async def _every(self, interval_ms, action) -> None:
+        """``action`` every ``interval_ms`` (a number, or a function giving the
+        current one: a dynamic config)."""
         while True:
-            await asyncio.sleep(interval_ms / 1000)
+            await asyncio.sleep((interval_ms() if callable(interval_ms) else interval_ms) / 1000)
             # A pass runs in a worker thread that cancellation cannot stop, so it is
             # shielded and ``stop`` waits for it before closing the logs.
             current = asyncio.ensure_future(self._guarded(action))

@@ -381,6 +381,26 @@ def _synonym_defs() -> list[ConfigDef]:
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS + _synonym_defs()}
 
+# The broker properties Kafka 4.4 lets IncrementalAlterConfigs and AlterConfigs
+# change while it runs (DescribeConfigs answers the others read-only), of those
+# kcoord knows; all of them for the whole cluster as well as per broker.
+# ``listeners`` is dynamic on Kafka but not here: kcoord binds its listeners once.
+DYNAMIC_BROKER_CONFIGS = frozenset({
+    "compression.gzip.level", "compression.lz4.level", "compression.type",
+    "compression.zstd.level", "group.consumer.assignment.interval.ms", "log.cleaner.backoff.ms",
+    "log.cleaner.delete.retention.ms", "log.cleaner.max.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio", "log.cleaner.min.compaction.lag.ms", "log.cleanup.policy",
+    "log.flush.interval.messages", "log.flush.interval.ms", "log.index.interval.bytes",
+    "log.index.size.max.bytes", "log.local.retention.bytes", "log.local.retention.ms",
+    "log.message.timestamp.after.max.ms", "log.message.timestamp.before.max.ms",
+    "log.message.timestamp.type", "log.preallocate", "log.retention.bytes", "log.retention.ms",
+    "log.roll.jitter.ms", "log.roll.ms", "log.segment.bytes", "log.segment.delete.delay.ms",
+    "message.max.bytes", "min.insync.replicas", "producer.id.expiration.ms",
+    "unclean.leader.election.enable",
+})
+# Kafka 4.x's lower bounds where kcoord's own are lower (its tests use small segments).
+DYNAMIC_FLOORS = {"log.segment.bytes": 1_048_576}
+
 # The development defaults, with Kafka's own value beside each (README lists these).
 DEV_DEFAULTS: dict[str, tuple[Any, Any]] = {
     # property: (kcoord development value, Kafka's default)
@@ -668,6 +688,39 @@ class BrokerConfig:
         if unknown:
             raise ValueError(f"advertised.listeners: {unknown} are not among the listeners "
                              f"{names}")
+
+    # --- dynamic broker configs (IncrementalAlterConfigs/AlterConfigs, BROKER) -------
+
+    def set_dynamic(self, per_broker: dict[str, Any], cluster_default: dict[str, Any]) -> None:
+        """Lay the dynamic configs over the static ones: this broker's own
+        (source ``dynamic-broker``) over the cluster-wide defaults
+        (``dynamic-default``) over what the broker started with; values parsed."""
+        if not hasattr(self, "_started_with"):
+            self._started_with = (dict(self.values), dict(self.sources))
+        values, sources = (dict(d) for d in self._started_with)
+        for layer, source in ((cluster_default, "dynamic-default"),
+                              (per_broker, "dynamic-broker")):
+            for name, value in layer.items():
+                if name in BROKER_CONFIGS:
+                    values[name] = value
+                    sources[name] = source
+        self.values, self.sources = values, sources
+        self.dynamic = {"dynamic-broker": dict(per_broker),
+                        "dynamic-default": dict(cluster_default)}
+
+    def layers(self, name: str) -> list[tuple[Any, str]]:
+        """(value, source) of a property at each level that gives it one, from the
+        one that wins: this broker's dynamic value, the cluster's, the static one,
+        the default."""
+        started_values, started_sources = getattr(
+            self, "_started_with", (self.values, self.sources))
+        out = [(layer[name], source) for source, layer in getattr(self, "dynamic", {}).items()
+               if name in layer]
+        if started_sources.get(name) == "static":
+            out.append((started_values[name], "static"))
+        out.append((started_values.get(name) if started_sources.get(name) == "dev"
+                    else BROKER_CONFIGS[name].default, "default"))
+        return out
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]

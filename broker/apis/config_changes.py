@@ -16,9 +16,17 @@ code and message, and the ones that pass change at once unless
   set, saved before the answer and applied at once to the consumer group of
   that id (session timeout, heartbeat interval, assignment interval). The
   group need not exist.
-- BROKER (4) and BROKER_LOGGER (8): kcoord's broker configs are static
-  (docs/deviations.md): refused with INVALID_CONFIG, after Kafka's checks of
-  the broker id.
+- BROKER (4): this broker's dynamic configs (its id) or the cluster-wide
+  defaults (""), of the properties Kafka changes while it runs
+  (``DYNAMIC_BROKER_CONFIGS``; the others: INVALID_REQUEST "Cannot update
+  these configs dynamically"), checked as Kafka parses them, saved before the
+  answer and applied at once (DescribeConfigs sources DYNAMIC_BROKER_CONFIG and
+  DYNAMIC_DEFAULT_BROKER_CONFIG).  Names kcoord does not know are kept, as
+  Kafka keeps custom configs, and have no effect.  The cluster-wide
+  ``min.insync.replicas`` is there from the first start and stays, as on a
+  Kafka 4.4 cluster with eligible leader replicas (its default).
+- BROKER_LOGGER (8): kcoord's log level is set at start: refused with
+  INVALID_CONFIG (docs/deviations.md), after Kafka's checks of the broker id.
 - Other resource types: INVALID_REQUEST, "Unknown resource type".
 """
 
@@ -26,7 +34,18 @@ from __future__ import annotations
 
 from collections import Counter
 
-from broker.config import LIST, TOPIC_CONFIGS, format_value
+from broker.config import (
+    BROKER_CONFIGS,
+    DYNAMIC_BROKER_CONFIGS,
+    DYNAMIC_FLOORS,
+    LIST,
+    STRING,
+    TOPIC_CONFIGS,
+    ConfigDef,
+    ConfigValueError,
+    format_value,
+    parse_config_value,
+)
 from broker.groups import group_configs
 from broker.groups.group_configs import GROUP_CONFIGS
 from broker.topics.manager import TopicError, check_topic_configs, validate_topic_name
@@ -59,6 +78,8 @@ async def alter_configs(ctx, request, incremental: bool) -> dict:
                 pass
             elif res.resource_type == GROUP:
                 await broker.alter_group_configs(res.resource_name, changes)
+            elif res.resource_type == BROKER:
+                await broker.alter_broker_configs(res.resource_name, changes)
             else:
                 topic = broker.topics.get(res.resource_name)
                 await broker.topics.alter_configs(topic, changes)
@@ -92,10 +113,12 @@ def _changes(broker, res, incremental: bool) -> dict[str, str]:
         if not res.resource_name:
             raise _Refused(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
         return _group_changes(broker, res, incremental)
+    if res.resource_type == BROKER:
+        return _broker_changes(broker, res, incremental)
     if res.resource_type != TOPIC:
         raise _Refused(ErrorCode.INVALID_CONFIG,
-                       "kcoord's broker configs are static: set them when the broker starts "
-                       "(--override or a properties file)")
+                       "kcoord's broker log levels are static: set them when the broker "
+                       "starts (--log-level)")
     name = res.resource_name
     topic = broker.topics.get(name)
     if topic is None:
@@ -105,7 +128,7 @@ def _changes(broker, res, incremental: bool) -> dict[str, str]:
         raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                        f"The topic '{name}' does not exist.")
     configs = _applied(dict(topic.configs) if incremental else {}, res, incremental,
-                       TOPIC_CONFIGS, "Unknown topic config name")
+                       TOPIC_CONFIGS.get, "Unknown topic config name")
     check_topic_configs(configs)  # TopicError, answered as it says
     return configs
 
@@ -113,7 +136,7 @@ def _changes(broker, res, incremental: bool) -> dict[str, str]:
 def _group_changes(broker, res, incremental: bool) -> dict[str, str]:
     current = broker.group_configs.get(res.resource_name, {})
     configs = _applied(dict(current) if incremental else {}, res, incremental,
-                       {n: c.defn for n, c in GROUP_CONFIGS.items()},
+                       lambda n: GROUP_CONFIGS[n].defn if n in GROUP_CONFIGS else None,
                        "Unknown group config name")
     try:
         group_configs.check(broker.config, configs)
@@ -122,11 +145,47 @@ def _group_changes(broker, res, incremental: bool) -> dict[str, str]:
     return configs
 
 
-def _applied(configs: dict[str, str], res, incremental: bool, defs, unknown: str):
-    """``configs`` with the resource's operations applied, in order."""
+def _broker_definition(name: str) -> ConfigDef:
+    # Kafka takes broker config names it does not know too (custom configs).
+    return BROKER_CONFIGS.get(name) or ConfigDef(name, STRING, None)
+
+
+def _broker_changes(broker, res, incremental: bool) -> dict[str, str]:
+    current = broker.broker_configs.get("broker" if res.resource_name else "", {})
+    configs = _applied(dict(current) if incremental else {}, res, incremental,
+                       _broker_definition, "")
+    if res.resource_name and any(c.name == "min.insync.replicas" for c in res.configs):
+        raise _Refused(ErrorCode.INVALID_CONFIG, "Broker-level min.insync.replicas cannot be "
+                                                 "altered while ELR is enabled.")
+    if not res.resource_name and "min.insync.replicas" not in configs:
+        raise _Refused(ErrorCode.INVALID_CONFIG, "Cluster-level min.insync.replicas cannot be "
+                                                 "removed while ELR is enabled.")
+    fixed = [c.name for c in res.configs
+             if c.name in BROKER_CONFIGS and c.name not in DYNAMIC_BROKER_CONFIGS]
+    if fixed:
+        raise _Refused(ErrorCode.INVALID_REQUEST,
+                       f"Cannot update these configs dynamically: [{', '.join(fixed)}]")
+    for name, raw in configs.items():
+        defn = BROKER_CONFIGS.get(name)
+        if defn is None:
+            continue
+        try:
+            value = parse_config_value(defn, raw)
+        except ConfigValueError as exc:
+            raise _Refused(ErrorCode.INVALID_REQUEST, str(exc)) from None
+        floor = DYNAMIC_FLOORS.get(name)
+        if floor is not None and value is not None and value < floor:
+            raise _Refused(ErrorCode.INVALID_REQUEST, f"Invalid value {raw} for configuration "
+                                                      f"{name}: Value must be at least {floor}")
+    return configs
+
+
+def _applied(configs: dict[str, str], res, incremental: bool, definition, unknown: str):
+    """``configs`` with the resource's operations applied, in order; ``definition``
+    gives a config's ConfigDef, None for a name the resource type does not know."""
     for c in res.configs:
         op = c.config_operation if incremental else SET
-        defn = defs.get(c.name)
+        defn = definition(c.name)
         if op == DELETE:
             configs.pop(c.name, None)
             continue
@@ -135,6 +194,11 @@ def _applied(configs: dict[str, str], res, incremental: bool, defs, unknown: str
         if op == SET:
             configs[c.name] = c.value
             continue
+        if defn.type != LIST and res.resource_type == BROKER:
+            # (the broker's own check, ConfigAdminManager, before the controller's)
+            raise _Refused(ErrorCode.INVALID_CONFIG,
+                           f"Config value {_OPERATIONS[op].lower()} is not allowed for config "
+                           f"key: {c.name}")
         if defn.type != LIST or res.resource_type == GROUP:
             # Kafka's controller knows no config types for groups: no group
             # config is a list there (checked against Kafka 4.4).

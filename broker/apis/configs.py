@@ -19,26 +19,37 @@ from broker.config import (
 
 # DescribeConfigs config_source values.
 TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
 
+_SOURCES = {"dynamic-broker": DYNAMIC_BROKER_CONFIG, "dynamic-default": DYNAMIC_DEFAULT_BROKER_CONFIG,
+            "static": STATIC_BROKER_CONFIG}
+
+
 def _broker_source(config, name: str) -> int:
-    return STATIC_BROKER_CONFIG if config.sources.get(name) == "static" else DEFAULT_CONFIG
+    return _SOURCES.get(config.sources.get(name), DEFAULT_CONFIG)
 
 
 def _synonym_entries(config, prop: str) -> list[dict]:
-    """A broker property's synonyms as Kafka lists them: the value it is set to
-    (STATIC_BROKER_CONFIG), then its default; nothing for a property with no value."""
-    defn = BROKER_CONFIGS[prop]
-    value = format_value(defn, config.get(prop))
-    if value is None:
+    """A broker property's synonyms as Kafka lists them: its value at each level
+    that sets one (this broker's dynamic config, the cluster's, the static
+    properties, the default), the winning one first; nothing for a property
+    with no value."""
+    if config.get(prop) is None:
         return []
-    entries = [{"name": prop, "value": value, "source": _broker_source(config, prop)}]
-    default = format_value(defn, defn.default)
-    if entries[0]["source"] == STATIC_BROKER_CONFIG and default is not None:
-        entries.append({"name": prop, "value": default, "source": DEFAULT_CONFIG})
-    return entries
+    return [{"name": name, "value": format_value(BROKER_CONFIGS[name], value),
+             "source": _SOURCES.get(source, DEFAULT_CONFIG)}
+            for name in (prop, *_COARSER.get(prop, ()))
+            for value, source in config.layers(name) if value is not None]
+
+
+# Kafka lists a property's coarser synonyms after it (log.retention.hours after
+# log.retention.ms), where the property itself has a value.
+_COARSER = {"log.retention.ms": ("log.retention.minutes", "log.retention.hours"),
+            "log.roll.ms": ("log.roll.hours",)}
 
 
 def _broker_synonyms(config, topic_config: str) -> list[dict]:
@@ -118,3 +129,15 @@ def group_config_values(broker, group_id: str):
             source = DYNAMIC_GROUP_CONFIG
             synonyms.insert(0, {"name": name, "value": value, "source": source})
         yield name, value, source, synonyms, defn
+
+
+def cluster_default_values(broker):
+    """The cluster-wide dynamic broker defaults that are set (resource name "")."""
+    own = broker.broker_configs.get("", {})
+    for name in sorted(own):
+        defn = BROKER_CONFIGS.get(name)
+        if defn is None:
+            continue
+        value = format_value(defn, parse_config_value(defn, own[name]))
+        yield name, value, DYNAMIC_DEFAULT_BROKER_CONFIG, [
+            {"name": name, "value": value, "source": DYNAMIC_DEFAULT_BROKER_CONFIG}], defn

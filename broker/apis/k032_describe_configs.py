@@ -4,9 +4,11 @@
   have source TOPIC_CONFIG, the rest the broker's value (STATIC_BROKER_CONFIG
   when set in the properties, else DEFAULT_CONFIG).  An invalid topic name:
   INVALID_TOPIC_EXCEPTION; an unknown topic: UNKNOWN_TOPIC_OR_PARTITION.
-- BROKER (4): the resource name must be this node's id (its static configs,
-  read-only) or empty (the cluster-wide dynamic defaults: none); any other name
-  is INVALID_REQUEST, as Kafka's ConfigHelper answers.
+- BROKER (4): the resource name must be this node's id (every broker config,
+  read-only unless Kafka changes it while running, with its dynamic, static
+  and default values as synonyms) or empty (the cluster-wide dynamic defaults
+  that are set); any other name is INVALID_REQUEST, as Kafka's ConfigHelper
+  answers.
 - BROKER_LOGGER (8): the broker's log level, for this node's id.
 - GROUP (32): every group config (``broker.groups.group_configs``), the
   group's own value (DYNAMIC_GROUP_CONFIG) or its broker property's, whether
@@ -23,7 +25,13 @@ from __future__ import annotations
 import logging
 
 from broker.apis import api
-from broker.apis.configs import broker_config_values, group_config_values, topic_config_values
+from broker.apis.configs import (
+    broker_config_values,
+    cluster_default_values,
+    group_config_values,
+    topic_config_values,
+)
+from broker.config import DYNAMIC_BROKER_CONFIGS
 from broker.topics.manager import validate_topic_name
 from protocol.errors import ErrorCode
 
@@ -40,7 +48,7 @@ def _entries(values, keys, include_synonyms, include_docs, read_only):
         out.append({
             "name": name,
             "value": value,
-            "read_only": read_only,
+            "read_only": read_only(name) if callable(read_only) else read_only,
             "is_default": False,  # Kafka answers false at v0 whatever the source
             "config_source": source,
             "is_sensitive": False,
@@ -109,7 +117,9 @@ def describe_configs(ctx, request):
         elif res.resource_type in (BROKER, BROKER_LOGGER):
             name = res.resource_name
             if name == "" and res.resource_type == BROKER:
-                pass  # no cluster-wide dynamic defaults are set
+                result["configs"] = _entries(cluster_default_values(broker), keys,
+                                             request.include_synonyms,
+                                             request.include_documentation, read_only=False)
             elif name != str(broker.node_id):
                 result["error_code"] = ErrorCode.INVALID_REQUEST
                 result["error_message"] = (f"Unexpected broker id, expected {broker.node_id} "
@@ -117,7 +127,8 @@ def describe_configs(ctx, request):
             elif res.resource_type == BROKER:
                 result["configs"] = _entries(broker_config_values(broker), keys,
                                              request.include_synonyms,
-                                             request.include_documentation, read_only=True)
+                                             request.include_documentation,
+                                             read_only=lambda n: n not in DYNAMIC_BROKER_CONFIGS)
             else:
                 result["configs"] = _entries(_logger_values(), keys, False, False,
                                              read_only=False)

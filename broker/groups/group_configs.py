@@ -15,8 +15,8 @@ to the broker's current bounds as Kafka clamps them. The share and streams
 settings are kept and described as Kafka keeps them; kcoord serves no share or
 streams groups for them to act on.
 
-``GroupConfigStore`` keeps them in ``kcoord-group-configs.json`` in the data
-dir, replaced atomically (and fsynced) before a change is acknowledged.
+``ConfigFile`` keeps them in ``kcoord-group-configs.json`` in the data dir,
+replaced atomically (and fsynced) before a change is acknowledged.
 """
 
 from __future__ import annotations
@@ -254,11 +254,13 @@ def effective(config, group_configs: dict[str, str], name: str) -> Any:
     return value
 
 
-class GroupConfigStore:
-    """Every group's own configs, on disk in one JSON file of the data dir."""
+class ConfigFile:
+    """Named sets of dynamic configs (name -> {config: value}) in one JSON file of
+    the data dir, replaced atomically (fsynced, then renamed) on each change;
+    used for the groups' configs and for the dynamic broker configs."""
 
-    def __init__(self, data_dir: Path):
-        self.path = Path(data_dir) / GROUP_CONFIG_FILE
+    def __init__(self, data_dir: Path, filename: str = GROUP_CONFIG_FILE):
+        self.path = Path(data_dir) / filename
 
     def load(self) -> dict[str, dict[str, str]]:
         if not self.path.exists():
@@ -267,7 +269,7 @@ class GroupConfigStore:
         return {g: dict(c) for g, c in data.get("groups", {}).items()}
 
     def save(self, groups: dict[str, dict[str, str]]) -> None:
-        """Replace the file (fsynced, then renamed); the caller's worker thread."""
+        """Replace the file; from a worker thread."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(self.path, json.dumps(
             {"version": 1, "groups": {g: groups[g] for g in sorted(groups) if groups[g]}},

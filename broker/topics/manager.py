@@ -198,6 +198,18 @@ class TopicManager:
         props["flush.policy"] = self.config["kcoord.fsync.policy"]
         return LogConfig.from_properties(props)
 
+    def reapply_log_configs(self) -> None:
+        """Every partition log's config again, after a broker default changed
+        (dynamic broker configs): one LogConfig per topic."""
+        if self.logs is None:
+            return
+        for topic in self.topics.values():
+            config = self.log_config(topic)
+            for p in range(topic.partitions):
+                plog = self.logs.get(topic.name, p)
+                if plog is not None:
+                    plog.config = config
+
     async def _run(self, fn, *args):
         if self._worker is None:
             self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kcoord-topics")

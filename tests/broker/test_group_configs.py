@@ -8,7 +8,7 @@ Kafka answers for them is compared in
 from __future__ import annotations
 
 from broker.config import BrokerConfig
-from broker.groups.group_configs import GroupConfigStore, check, effective
+from broker.groups.group_configs import ConfigFile, check, effective
 from protocol.client import WireClient
 from protocol.errors import ErrorCode as E
 from tests.broker.test_consumer_groups import group, harness
@@ -66,7 +66,7 @@ def test_an_acknowledged_group_config_survives_a_kill(tmp_path):
         assert _alter(process.bootstrap, "billing", consumer_heartbeat_interval_ms="7000") == 0
     finally:
         process.kill()  # SIGKILL
-    assert GroupConfigStore(tmp_path).load() == {
+    assert ConfigFile(tmp_path).load() == {
         "billing": {"consumer.heartbeat.interval.ms": "7000"}}
 
 

@@ -144,14 +144,71 @@ def test_compaction_turned_on_at_run_time_compacts_and_survives_a_restart(make_b
     assert described["segment.bytes"] == ("1024", 1)
 
 
-def test_broker_configs_are_refused_with_a_reason(broker):
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    resource = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
-        ConfigEntry("log.retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+def _alter_broker(admin: AdminClient, name: str, **configs) -> None:
+    """IncrementalAlterConfigs of a broker; the cluster-wide default ("") as
+    ``kafka-configs --entity-default`` sends it (the admin clients name brokers)."""
+    if name == "":
+        bootstrap = admin.list_topics(timeout=10).orig_broker_name.split("/")[0]
+        with WireClient.to(bootstrap) as client:
+            answer = client.call(44, 1, {"resources": [{
+                "resource_type": 4, "resource_name": "", "configs": [
+                    {"name": k.replace("_", "."), "config_operation": 0, "value": v}
+                    for k, v in configs.items()]}], "validate_only": False})
+        assert answer["responses"][0]["error_code"] == 0, answer
+        return
+    resource = ConfigResource(ResourceType.BROKER, name, incremental_configs=[
+        ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
+        for k, v in configs.items()])
     (future,) = admin.incremental_alter_configs([resource]).values()
-    try:
-        future.result(10)
-    except KafkaException as error:
-        assert "static" in str(error)
-    else:
-        raise AssertionError("a broker config was accepted")
+    future.result(10)
+
+
+def test_a_cluster_wide_retention_set_at_run_time_deletes_topics_without_their_own(
+        make_broker, tmp_path):
+    """``kafka-configs --entity-type brokers --entity-default --alter``: every topic
+    that does not set retention.ms itself follows it at the next pass; one that
+    sets it keeps its own; the setting survives a restart."""
+    node = make_broker(overrides=FAST, data_dir=tmp_path)
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    _create(admin, "ac-follows", **{"segment.bytes": "1024"})
+    _create(admin, "ac-own", **{"segment.bytes": "1024", "retention.ms": "86400000"})
+    for topic in ("ac-follows", "ac-own"):
+        _produce(node.bootstrap, topic, 40)
+    _alter_broker(admin, "", log_retention_ms="1")
+    assert _described(admin, "ac-follows")["retention.ms"] == ("1", 3)  # DYNAMIC_DEFAULT
+    _until(lambda: _earliest(node.bootstrap, "ac-follows") > 0, what="retention")
+    assert _earliest(node.bootstrap, "ac-own") == 0
+    # this broker's own value wins over the cluster's
+    _alter_broker(admin, "1", log_retention_ms="86400000")
+    assert _described(admin, "ac-follows")["retention.ms"] == ("86400000", 2)
+    node.stop()
+    again = make_broker(overrides=FAST, data_dir=tmp_path)
+    admin = AdminClient({"bootstrap.servers": again.bootstrap})
+    assert _described(admin, "ac-follows")["retention.ms"] == ("86400000", 2)
+    with WireClient.to(again.bootstrap) as client:  # (the admin clients ask by id only)
+        answer = client.call(32, 4, {"resources": [
+            {"resource_type": 4, "resource_name": "", "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False})
+    # (min.insync.replicas: the cluster's own, as on Kafka 4.4 with eligible leader
+    # replicas)
+    assert [(c["name"], c["value"], c["config_source"])
+            for c in answer["results"][0]["configs"]] == [("log.retention.ms", "1", 3),
+                                                          ("min.insync.replicas", "1", 3)]
+
+
+def test_broker_configs_kafka_does_not_change_while_running_are_refused(broker):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for name, value in (("node.id", "3"), ("auto.create.topics.enable", "false")):
+        try:
+            _alter_broker(admin, "1", **{name.replace(".", "_"): value})
+        except KafkaException as error:
+            assert f"Cannot update these configs dynamically: [{name}]" in str(error)
+        else:
+            raise AssertionError(f"{name} was changed")
+    with WireClient.to(broker.bootstrap) as client:  # BROKER_LOGGER: kafka-configs only
+        answer = client.call(44, 1, {"resources": [{
+            "resource_type": 8, "resource_name": "1", "configs": [
+                {"name": "root", "config_operation": 0, "value": "DEBUG"}]}],
+            "validate_only": False})
+    refused = answer["responses"][0]
+    assert refused["error_code"] == 40 and "static" in refused["error_message"]

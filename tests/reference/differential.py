@@ -91,10 +91,11 @@ class Normalizer:
         if isinstance(value, Mapping):
             out = {k: self._walk(v, k) for k, v in value.items()}
             if out.get("resource_type") == 4:
-                # kcoord's broker configs are static: every broker property is read-only
-                # there, where Kafka's dynamic ones are not (docs/deviations.md).
+                # kcoord binds its listeners once: read-only there, where Kafka
+                # changes them while it runs (docs/deviations.md).
                 for entry in out.get("configs", []):
-                    entry["read_only"] = "<broker property>"
+                    if entry.get("name") == "listeners":
+                        entry["read_only"] = "<bound once>"
             if "documentation" in out:
                 # Kafka's config documentation is its own prose, which kcoord does not
                 # copy (docs/deviations.md): kcoord answers null for Kafka's configs.

@@ -15,6 +15,7 @@ import uuid
 import pytest
 
 from broker.apis import REGISTRY, advertised_versions
+from broker.config import DYNAMIC_BROKER_CONFIGS
 from protocol.client import WireClient
 from tests.reference.differential import Differential, differences
 
@@ -407,6 +408,32 @@ def test_delete_topics_by_name_and_id(diff, which, version):
 # -- DescribeConfigs -----------------------------------------------------------------
 
 
+def _before_elr(answer: dict) -> dict:
+    """kcoord's answer as a cluster without eligible leader replicas gives it: a
+    Kafka 4.4 cluster (and kcoord) holds a cluster-wide min.insync.replicas (source
+    DYNAMIC_DEFAULT_BROKER_CONFIG) that Kafka 3.9 has no reason to keep; the rest
+    is compared with 3.9 as it is (test_differential_broker_configs compares this
+    with Kafka 4.4)."""
+    for result in answer["results"]:
+        if result["resource_type"] == 4 and result["resource_name"] == "":
+            result["configs"] = [c for c in result["configs"]
+                                 if c["name"] != "min.insync.replicas"]
+        for entry in result["configs"]:
+            if entry["name"] == "min.insync.replicas" and entry["config_source"] == 3:
+                entry["synonyms"] = [s for s in entry["synonyms"] if s["source"] != 3]
+                entry["config_source"] = entry["synonyms"][0]["source"] \
+                    if entry["synonyms"] else 5
+    return answer
+
+
+def _same_as_39(d: Differential, version: int, body: dict) -> dict:
+    ours, theirs = d.ask(32, version, body)
+    found = differences(_before_elr(ours), theirs)
+    assert not found, f"api 32 v{version}: kcoord and {d.kafka.name} differ:\n  " + \
+        "\n  ".join(found)
+    return ours
+
+
 @pytest.mark.parametrize("version", versions(32))
 def test_describe_configs_topic(diff, version):
     d = diff("legacy")
@@ -417,7 +444,7 @@ def test_describe_configs_topic(diff, version):
     for synonyms in (False, True):
         for docs in (False, True):
             for keys in (None, ["retention.ms", "segment.bytes", "no.such.config"]):
-                d.same(32, version, {"resources": [
+                _same_as_39(d, version, {"resources": [
                     {"resource_type": 2, "resource_name": name, "configuration_keys": keys},
                     {"resource_type": 2, "resource_name": f"{name}-missing",
                      "configuration_keys": None},
@@ -434,19 +461,23 @@ def test_describe_configs_broker_answers_kafka_values_for_what_kcoord_knows(diff
     body = {"resources": [{"resource_type": 4, "resource_name": "1", "configuration_keys": None}],
             "include_synonyms": version >= 1, "include_documentation": False}
     ours, theirs = d.ask(32, version, body)
+    _before_elr(ours)
     mine = {c["name"]: c for c in ours["results"][0]["configs"]}
     kafkas = {c["name"]: c for c in theirs["results"][0]["configs"]}
     # group.consumer.migration.policy is internal in Kafka 3.9, public in 4.x
     assert set(mine) - set(kafkas) <= {"kcoord.fsync.policy", "group.consumer.migration.policy"}
     assert len(kafkas) > 2 * len(mine)
-    # kcoord serves no AlterConfigs, so none of its broker properties can be
-    # changed at run time: it reports every one read-only where Kafka reports its
-    # dynamic ones writable (docs/deviations.md).
+    # writable: what kcoord changes at run time, as Kafka (compared below), but
+    # listeners, which kcoord binds once (docs/deviations.md)
     with WireClient.to(d.kcoord.bootstrap) as client:
         raw = client.call(32, version, body)["results"][0]["configs"]
-    assert all(c["read_only"] for c in raw)
+    assert {c["name"] for c in raw if not c["read_only"]} == \
+        DYNAMIC_BROKER_CONFIGS & {c["name"] for c in raw}
+    assert next(c for c in raw if c["name"] == "listeners")["read_only"]
     for configs in (mine, kafkas):
         for name, entry in configs.items():
+            if name in _DYNAMIC_IN_39_ONLY:
+                entry["read_only"] = "<dynamic in 3.9, not in 4.x>"
             if name in ("listeners", "advertised.listeners", "log.dirs", "log.dir"):
                 # Each broker's own addresses and folders (the reference sets
                 # advertised.listeners; kcoord's default advertises the listener).
@@ -470,6 +501,23 @@ def test_describe_configs_broker_answers_kafka_values_for_what_kcoord_knows(diff
     assert [c["name"] for c in ours["results"][0]["configs"]] == sorted(newer)
     found = differences(ours, theirs)
     assert not found, "\n".join(found)
+    # what may change at run time: as Kafka 4.4 says, but listeners (normalized)
+    body["resources"][0]["configuration_keys"] = None
+    ours, theirs = diff("main").ask(32, max(version, 1), body)
+    writable = [{c["name"]: c["read_only"] for c in answer["results"][0]["configs"]}
+                for answer in (ours, theirs)]
+    common = set(writable[0]) & set(writable[1])
+    assert {n: writable[0][n] for n in common} == {n: writable[1][n] for n in common}
+    # (4.x dropped the message format properties kcoord still reads for 3.9's sake)
+    assert set(writable[0]) - set(writable[1]) == {
+        "kcoord.fsync.policy", "log.message.downconversion.enable",
+        "log.message.format.version", "log.message.timestamp.difference.max.ms"}
+
+
+# Broker properties Kafka 3.9 changes at run time and 4.x no longer does; kcoord
+# follows 4.x (compared with it above).
+_DYNAMIC_IN_39_ONLY = {"advertised.listeners", "log.message.downconversion.enable",
+                       "log.message.timestamp.difference.max.ms"}
 
 
 def test_describe_configs_documentation_is_not_kafkas(reference_pair):
@@ -490,7 +538,7 @@ def test_describe_configs_documentation_is_not_kafkas(reference_pair):
 @pytest.mark.parametrize("version", versions(32))
 def test_describe_configs_named_broker_keys_and_bad_resources(diff, version):
     d = diff("legacy")
-    d.same(32, version, {"resources": [
+    _same_as_39(d, version, {"resources": [
         {"resource_type": 4, "resource_name": "1",
          "configuration_keys": ["num.partitions", "log.segment.bytes", "auto.create.topics.enable",
                                 "no.such.property"]},
