@@ -63,6 +63,8 @@ class Side:
     cluster_id: str | None = None
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
     _labels: dict[uuid.UUID, str] = field(default_factory=dict)
+    # kcoord compared with a Kafka 3.9: see Normalizer._before_elr
+    before_elr: bool = False
 
     def label(self, topic_id: uuid.UUID) -> str:
         """Topic ids are random on each broker: compared by consistency, the first id
@@ -80,6 +82,8 @@ class Normalizer:
 
     def __call__(self, api_key: int, answer: dict) -> dict:
         answer = self._walk(answer)
+        if self.side.before_elr and api_key in (19, 32):
+            self._before_elr(answer)
         if api_key == 18:
             # kcoord has no KRaft metadata log, so it has no feature levels
             # (metadata.version ...) to list (docs/deviations.md).
@@ -136,6 +140,23 @@ class Normalizer:
         return value
 
     @staticmethod
+    def _before_elr(answer: dict) -> None:
+        """A Kafka 4.4 cluster (and kcoord) holds a cluster-wide min.insync.replicas
+        (DYNAMIC_DEFAULT_BROKER_CONFIG) for its eligible leader replicas, which Kafka
+        3.9 has no reason to keep: kcoord's answer as it would be without it
+        (test_differential_broker_configs compares it with Kafka 4.4)."""
+        for result in answer.get("results", answer.get("topics", [])):
+            if result.get("resource_type") == 4 and result.get("resource_name") == "":
+                result["configs"] = [c for c in result["configs"]
+                                     if c["name"] != "min.insync.replicas"]
+            for entry in result.get("configs") or []:
+                if entry["name"] == "min.insync.replicas" and entry["config_source"] == 3:
+                    below = [s for s in entry.get("synonyms", []) if s["source"] != 3]
+                    if "synonyms" in entry:  # (CreateTopics lists none)
+                        entry["synonyms"] = below
+                    entry["config_source"] = below[0]["source"] if below else DEFAULT_CONFIG
+
+    @staticmethod
     def _dev_default_source(entry: dict) -> None:
         """See ``_DEV_DEFAULT_NAMES``: STATIC_BROKER_CONFIG there is DEFAULT_CONFIG here,
         and the synonym carrying Kafka's production default (which follows a static
@@ -185,6 +206,7 @@ class Differential:
     def __init__(self, kcoord_bootstrap: str, kafka_bootstrap: str, kafka_name: str = "Kafka"):
         self.kcoord = Side("kcoord", kcoord_bootstrap, int(kcoord_bootstrap.rsplit(":", 1)[1]))
         self.kafka = Side(kafka_name, kafka_bootstrap, int(kafka_bootstrap.rsplit(":", 1)[1]))
+        self.kcoord.before_elr = "3.9" in kafka_name
 
     def ask(self, api_key: int, version: int, body: Body = None) -> tuple[dict, dict]:
         """Both normalized answers, kcoord's first."""

@@ -408,32 +408,6 @@ def test_delete_topics_by_name_and_id(diff, which, version):
 # -- DescribeConfigs -----------------------------------------------------------------
 
 
-def _before_elr(answer: dict) -> dict:
-    """kcoord's answer as a cluster without eligible leader replicas gives it: a
-    Kafka 4.4 cluster (and kcoord) holds a cluster-wide min.insync.replicas (source
-    DYNAMIC_DEFAULT_BROKER_CONFIG) that Kafka 3.9 has no reason to keep; the rest
-    is compared with 3.9 as it is (test_differential_broker_configs compares this
-    with Kafka 4.4)."""
-    for result in answer["results"]:
-        if result["resource_type"] == 4 and result["resource_name"] == "":
-            result["configs"] = [c for c in result["configs"]
-                                 if c["name"] != "min.insync.replicas"]
-        for entry in result["configs"]:
-            if entry["name"] == "min.insync.replicas" and entry["config_source"] == 3:
-                entry["synonyms"] = [s for s in entry["synonyms"] if s["source"] != 3]
-                entry["config_source"] = entry["synonyms"][0]["source"] \
-                    if entry["synonyms"] else 5
-    return answer
-
-
-def _same_as_39(d: Differential, version: int, body: dict) -> dict:
-    ours, theirs = d.ask(32, version, body)
-    found = differences(_before_elr(ours), theirs)
-    assert not found, f"api 32 v{version}: kcoord and {d.kafka.name} differ:\n  " + \
-        "\n  ".join(found)
-    return ours
-
-
 @pytest.mark.parametrize("version", versions(32))
 def test_describe_configs_topic(diff, version):
     d = diff("legacy")
@@ -444,7 +418,7 @@ def test_describe_configs_topic(diff, version):
     for synonyms in (False, True):
         for docs in (False, True):
             for keys in (None, ["retention.ms", "segment.bytes", "no.such.config"]):
-                _same_as_39(d, version, {"resources": [
+                d.same(32, version, {"resources": [
                     {"resource_type": 2, "resource_name": name, "configuration_keys": keys},
                     {"resource_type": 2, "resource_name": f"{name}-missing",
                      "configuration_keys": None},
@@ -461,7 +435,6 @@ def test_describe_configs_broker_answers_kafka_values_for_what_kcoord_knows(diff
     body = {"resources": [{"resource_type": 4, "resource_name": "1", "configuration_keys": None}],
             "include_synonyms": version >= 1, "include_documentation": False}
     ours, theirs = d.ask(32, version, body)
-    _before_elr(ours)
     mine = {c["name"]: c for c in ours["results"][0]["configs"]}
     kafkas = {c["name"]: c for c in theirs["results"][0]["configs"]}
     # group.consumer.migration.policy is internal in Kafka 3.9, public in 4.x
@@ -538,7 +511,7 @@ def test_describe_configs_documentation_is_not_kafkas(reference_pair):
 @pytest.mark.parametrize("version", versions(32))
 def test_describe_configs_named_broker_keys_and_bad_resources(diff, version):
     d = diff("legacy")
-    _same_as_39(d, version, {"resources": [
+    d.same(32, version, {"resources": [
         {"resource_type": 4, "resource_name": "1",
          "configuration_keys": ["num.partitions", "log.segment.bytes", "auto.create.topics.enable",
                                 "no.such.property"]},
