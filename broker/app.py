@@ -281,20 +281,12 @@ class Broker:
         """Replace a group's own configs (checked by the caller): saved when this
         returns, and applied at once to the consumer group of that id."""
         async with self._config_changes_lock:
-            changed = dict(self.group_configs)
-            if configs:
-                changed[group_id] = dict(configs)
-            else:
-                changed.pop(group_id, None)
-            await asyncio.get_running_loop().run_in_executor(
-                None, self._group_config_store.save, changed)
-            before = self.group_configs.get(group_id, {})
-            self.group_configs = changed
+            self.group_configs, before = await self._saved(
+                self._group_config_store, self.group_configs, group_id, configs)
             if self.groups is not None:
-                self.groups.config.per_group = consumer_settings(self.config, changed)
-            log.info("group.configs_altered", group_id=group_id,
-                     set={k: v for k, v in configs.items() if before.get(k) != v},
-                     removed=sorted(set(before) - set(configs)))
+                self.groups.config.per_group = consumer_settings(self.config,
+                                                                 self.group_configs)
+            _log_change("group.configs_altered", before, configs, group_id=group_id)
 
     async def alter_broker_configs(self, resource_name: str, configs: dict[str, str]) -> None:
         """Replace this broker's dynamic configs (``resource_name`` its id) or the
@@ -302,20 +294,24 @@ class Broker:
         applied at once (topic defaults to every log, the cleaner's backoff, the
         consumer groups' assignment interval)."""
         async with self._config_changes_lock:
-            changed = dict(self.broker_configs)
-            key = "" if resource_name == "" else "broker"
-            if configs:
-                changed[key] = dict(configs)
-            else:
-                changed.pop(key, None)
-            await asyncio.get_running_loop().run_in_executor(
-                None, self._broker_config_store.save, changed)
-            before = self.broker_configs.get(key, {})
-            self.broker_configs = changed
+            self.broker_configs, before = await self._saved(
+                self._broker_config_store, self.broker_configs,
+                "" if resource_name == "" else "broker", configs)
             self._apply_broker_configs()
-            log.info("broker.configs_altered", resource=resource_name or "<cluster default>",
-                     set={k: v for k, v in configs.items() if before.get(k) != v},
-                     removed=sorted(set(before) - set(configs)))
+            _log_change("broker.configs_altered", before, configs,
+                        resource=resource_name or "<cluster default>")
+
+    @staticmethod
+    async def _saved(store: ConfigFile, current: dict, key: str, configs: dict[str, str]):
+        """``current`` with ``key``'s set replaced by ``configs`` (gone when empty),
+        saved by ``store`` in a worker: (the new sets, ``key``'s previous set)."""
+        changed = dict(current)
+        if configs:
+            changed[key] = dict(configs)
+        else:
+            changed.pop(key, None)
+        await asyncio.get_running_loop().run_in_executor(None, store.save, changed)
+        return changed, current.get(key, {})
 
     def _apply_broker_configs(self) -> None:
         def parsed(layer):
@@ -404,6 +400,11 @@ class Broker:
 
     async def _cleaner_pass(self) -> None:
         await self.logs.run_cleaner_async()
+
+
+def _log_change(event: str, before: dict[str, str], after: dict[str, str], **what) -> None:
+    log.info(event, **what, set={k: v for k, v in after.items() if before.get(k) != v},
+             removed=sorted(set(before) - set(after)))
 
 
 def consumer_settings(config: BrokerConfig, group_configs: dict[str, dict[str, str]]):
