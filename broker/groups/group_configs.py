@@ -110,33 +110,33 @@ def _range(prefix: str, what: str) -> tuple[str, str]:
     return f"group.{prefix}.min.{what}", f"group.{prefix}.max.{what}"
 
 
-# java.time.Duration.parse's ISO-8601 form, PnDTnHnMn.nS (each part optional).
+# java.time.Duration.parse's ISO-8601 form, [-+]PnDTnHnMn.nS: each part optional
+# and signed, at least one given.
 _DURATION = re.compile(r"([-+]?)P(?:([-+]?[0-9]+)D)?(?:T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?"
-                       r"(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?", re.IGNORECASE)
+                       r"(?:([-+]?)([0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?", re.IGNORECASE)
 
 
-def _duration_ms(text: str) -> float | None:
-    """Milliseconds of an ISO-8601 duration as Java parses it; None if it does not."""
+def _negative_duration(text: str) -> bool | None:
+    """Whether a duration Java parses is negative; None where Java refuses it."""
     match = _DURATION.fullmatch(text)
-    if match is None or not any(match.group(i) is not None for i in (2, 3, 4, 5)) or \
-            text.upper().endswith("T"):
+    if match is None or text[-1:].upper() in ("P", "T"):
         return None
-    sign, days, hours, minutes, seconds, fraction = match.groups()
-    total = (int(days or 0) * 86_400 + int(hours or 0) * 3_600 + int(minutes or 0) * 60
-             + int(seconds or 0)) * 1000
-    if fraction:
-        total += int(fraction.ljust(9, "0")) / 1e6 * (-1 if seconds.startswith("-") else 1)
-    return -total if sign == "-" else total
+    sign, days, hours, minutes, s_sign, seconds, fraction = match.groups()
+    nanos = (int(days or 0) * 86_400 + int(hours or 0) * 3_600 + int(minutes or 0) * 60) \
+        * 10**9
+    if seconds is not None:
+        second_nanos = int(seconds) * 10**9 + int((fraction or "").ljust(9, "0"))
+        nanos += -second_nanos if s_sign == "-" else second_nanos
+    return (nanos > 0) if sign == "-" else (nanos < 0)
 
 
 def _share_reset(value: str) -> str | None:
     """Kafka's ShareGroupAutoOffsetResetStrategy.Validator."""
     if value in ("earliest", "latest"):
         return None
-    if value.startswith("by_duration:"):
-        duration = _duration_ms(value[len("by_duration:"):])
-        if duration is not None and duration >= 0:
-            return None
+    if value.startswith("by_duration:") and \
+            _negative_duration(value[len("by_duration:"):]) is False:
+        return None
     return (f"Invalid value `{value}` for configuration share.auto.offset.reset. The value must "
             f"be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.")
 

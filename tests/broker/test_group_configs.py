@@ -8,7 +8,9 @@ Kafka answers for them is compared in
 from __future__ import annotations
 
 from broker.config import BrokerConfig
-from broker.groups.group_configs import ConfigFile, check, effective
+import pytest
+
+from broker.groups.group_configs import ConfigFile, GroupConfigError, check, effective
 from protocol.client import WireClient
 from protocol.errors import ErrorCode as E
 from tests.broker.test_consumer_groups import group, harness
@@ -117,3 +119,102 @@ def test_values_are_clamped_to_the_broker_s_current_bounds():
     assert effective(config, {}, "consumer.session.timeout.ms") == 45_000
     assert check(config, {"consumer.session.timeout.ms": "50000"}) == {
         "consumer.session.timeout.ms": 50_000}
+
+
+@pytest.mark.parametrize("configs,message", [
+    ({"nope": "1"}, "Unknown group config name: nope"),
+    ({"consumer.session.timeout.ms": "x"},
+     "Invalid value x for configuration consumer.session.timeout.ms: Not a number of type INT"),
+    ({"consumer.session.timeout.ms": "0"}, "Invalid value 0 for configuration "
+                                           "consumer.session.timeout.ms: Value must be at least 1"),
+    ({"consumer.session.timeout.ms": "44999"},
+     "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive."),
+    ({"consumer.session.timeout.ms": "60001"},
+     "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive."),
+    ({"streams.num.standby.replicas": "3"},
+     "streams.num.standby.replicas must be less than or equal to 2"),
+    ({"streams.assignor.name": "other"}, "streams.assignor.name 'other' is not a registered "
+                                         "task assignor. Registered assignors are: [sticky]."),
+    ({"streams.rack.aware.assignment.tags": "a,b,a"},
+     "streams.rack.aware.assignment.tags must not contain duplicate tag keys."),
+    ({"errors.deadletterqueue.topic.name": "__x"},
+     "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'"),
+    ({"share.auto.offset.reset": "by_duration:-P1D"}, "Invalid value by_duration:-P1D for "
+     "configuration share.auto.offset.reset: Invalid value `by_duration:-P1D` for configuration "
+     "share.auto.offset.reset. The value must be either 'earliest', 'latest' or of the format "
+     "'by_duration:<PnDTnHnMn.nS>'."),
+])
+def test_kafka_s_refusals_with_its_messages(configs, message):
+    """The messages Kafka 4.4 answers (compared with it in the differential tests)."""
+    with pytest.raises(GroupConfigError) as refused:
+        check(BrokerConfig.build(), configs)
+    assert str(refused.value) == message
+
+
+def test_a_session_not_above_the_heartbeat_is_refused_where_the_bounds_allow_it():
+    config = BrokerConfig.build({"group.consumer.max.heartbeat.interval.ms": "50000"})
+    with pytest.raises(GroupConfigError, match="consumer.session.timeout.ms must be greater "
+                                               "than consumer.heartbeat.interval.ms"):
+        check(config, {"consumer.heartbeat.interval.ms": "45000"})
+    assert check(config, {"consumer.heartbeat.interval.ms": "44999"})
+
+
+@pytest.mark.parametrize("value,accepted", [
+    ("earliest", True), ("latest", True), ("by_duration:PT0S", True),
+    ("by_duration:P1DT2H3M4.5S", True), ("by_duration:pt1h", True), ("by_duration:PT-1S", False),
+    ("by_duration:PT", False), ("by_duration:P", False), ("by_duration:1H", False),
+    ("Latest", False), ("none", False),
+    # java.time.Duration's sum of signed parts: negative only as a whole
+    ("by_duration:PT1H-3599S", True), ("by_duration:PT1H-3601S", False),
+    ("by_duration:P1DT-86401S", False), ("by_duration:P1DT-86399S", True),
+    ("by_duration:PT1M-61S", False), ("by_duration:PT1M-59S", True),
+    ("by_duration:PT-0.5S", False), ("by_duration:PT0.5S", True),
+    ("by_duration:PT1S-1.5S", False), ("by_duration:-PT1S", False), ("by_duration:-PT-1S", True),
+    ("by_duration:+PT1S", True), ("by_duration:-PT0S", True),
+    ("by_duration:-PT0.000000001S", False),
+])
+def test_share_auto_offset_reset_as_kafka_parses_it(value, accepted):
+    try:
+        check(BrokerConfig.build(), {"share.auto.offset.reset": value})
+    except GroupConfigError:
+        assert not accepted
+    else:
+        assert accepted
+
+
+def test_bounds_are_inclusive():
+    config = BrokerConfig.build()
+    for value in ("45000", "60000"):
+        assert check(config, {"consumer.session.timeout.ms": value})
+    assert check(config, {"streams.num.standby.replicas": "2"})
+
+
+def test_the_session_is_checked_against_the_heartbeat_the_group_will_have():
+    config = BrokerConfig.build({"group.consumer.session.timeout.ms": "50000",
+                                 "group.consumer.max.heartbeat.interval.ms": "50000",
+                                 "group.consumer.heartbeat.interval.ms": "46000"})
+    # the group's session alone, against the broker's heartbeat interval
+    with pytest.raises(GroupConfigError, match="must be greater than"):
+        check(config, {"consumer.session.timeout.ms": "46000"})
+    # both the group's own: the broker's session (50 s) plays no part
+    assert check(config, {"consumer.session.timeout.ms": "55000",
+                          "consumer.heartbeat.interval.ms": "50000"})
+
+
+def test_settings_without_a_broker_property_fall_back_to_kafka_s_defaults(tmp_path):
+    node = BrokerThread(tmp_path).start()
+    try:
+        with WireClient.to(node.bootstrap) as client:
+            answer = client.call(32, 4, {"resources": [{
+                "resource_type": GROUP, "resource_name": "any", "configuration_keys": [
+                    "share.session.timeout.ms", "streams.rack.aware.assignment.tags"]}],
+                "include_synonyms": True, "include_documentation": False})
+    finally:
+        node.stop()
+    entries = {c["name"]: (c["value"], [(s["name"], s["value"], s["source"])
+                                        for s in c["synonyms"]])
+               for c in answer["results"][0]["configs"]}
+    assert entries == {
+        "share.session.timeout.ms": ("45000", [("group.share.session.timeout.ms", "45000", 5)]),
+        "streams.rack.aware.assignment.tags": (
+            "", [("group.streams.rack.aware.assignment.tags", "", 5)])}
