@@ -64,6 +64,7 @@ class EmbeddedBroker:
         self.broker = None  # the Broker, in-process only
         self.loop: asyncio.AbstractEventLoop | None = None
         self.proc: subprocess.Popen | None = None
+        self._said_started = False  # the child logged broker.started
         self.events: list[dict] = []  # the child's log events, as a subprocess
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -197,7 +198,10 @@ class EmbeddedBroker:
         self._thread = threading.Thread(target=self._read, name="kcoord-broker-log",
                                         daemon=True)
         self._thread.start()
-        if not self._ready.wait(START_TIMEOUT_S) or self.proc.poll() is not None:
+        # Started only once it said so: the pipe's end (a child that failed) also
+        # ends the wait, possibly before the child can be seen to have exited.
+        if not self._ready.wait(START_TIMEOUT_S) or not self._said_started \
+                or self.proc.poll() is not None:
             self._kill()
             said = "; ".join(str(e.get("error") or e.get("line") or e.get("event"))
                              for e in self.events[-5:])
@@ -214,6 +218,7 @@ class EmbeddedBroker:
             self.events.append(event)
             if event.get("event") == "broker.started":
                 self.port = event["port"]
+                self._said_started = True
                 self._ready.set()
         self._ready.set()  # it exited
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -100,12 +101,14 @@ def resolve(version: str = MAIN_VERSION) -> Path:
     home = cache_dir() / f"kafka-{version}"
     libs = home / "libs"
     marker = home / ".complete"
-    if marker.exists():
+    # resolved again when pom.xml changes (a dependency added)
+    stamp = f"{version} {hashlib.sha256(POM.read_bytes()).hexdigest()[:16]}\n"
+    if marker.exists() and marker.read_text() == stamp:
         return libs
     home.mkdir(parents=True, exist_ok=True)
     with open(home / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one resolver at a time (parallel test runs)
-        if marker.exists():
+        if marker.exists() and marker.read_text() == stamp:
             return libs
         if shutil.which("mvn") is None:
             raise ReferenceUnavailable("Maven (mvn) is not on PATH")
@@ -120,7 +123,7 @@ def resolve(version: str = MAIN_VERSION) -> Path:
         if libs.exists():
             shutil.rmtree(libs)
         staging.rename(libs)
-        marker.write_text(version + "\n")
+        marker.write_text(stamp)
     return libs
 
 
