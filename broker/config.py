@@ -257,7 +257,10 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("remote.storage.enable", BOOLEAN, False),
     ConfigDef("retention.bytes", LONG, -1),
     ConfigDef("retention.ms", LONG, 604_800_000, validator=_ge_minus1),
-    ConfigDef("segment.bytes", INT, 1_073_741_824, validator=AtLeast(14)),
+    # Kafka 4.x's floor (1 MiB); tests that want tiny segments set the internal
+    # config below instead, as Kafka's own tests do.
+    ConfigDef("segment.bytes", INT, 1_073_741_824, validator=AtLeast(1_048_576)),
+    ConfigDef("internal.segment.bytes", INT, None, validator=AtLeast(14), internal=True),
     ConfigDef("segment.index.bytes", INT, 10_485_760, validator=AtLeast(4)),
     ConfigDef("segment.jitter.ms", LONG, 0, validator=_nonneg),
     ConfigDef("segment.ms", LONG, 604_800_000, validator=_positive),
@@ -398,9 +401,6 @@ DYNAMIC_BROKER_CONFIGS = frozenset({
     "message.max.bytes", "min.insync.replicas", "producer.id.expiration.ms",
     "unclean.leader.election.enable",
 })
-# Kafka 4.x's lower bounds where kcoord's own are lower (its tests use small segments).
-DYNAMIC_FLOORS = {"log.segment.bytes": 1_048_576}
-
 # The development defaults, with Kafka's own value beside each (README lists these).
 DEV_DEFAULTS: dict[str, tuple[Any, Any]] = {
     # property: (kcoord development value, Kafka's default)

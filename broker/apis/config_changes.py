@@ -37,7 +37,6 @@ from collections import Counter
 from broker.config import (
     BROKER_CONFIGS,
     DYNAMIC_BROKER_CONFIGS,
-    DYNAMIC_FLOORS,
     LIST,
     STRING,
     TOPIC_CONFIGS,
@@ -170,13 +169,9 @@ def _broker_changes(broker, res, incremental: bool) -> dict[str, str]:
         if defn is None:
             continue
         try:
-            value = parse_config_value(defn, raw)
+            parse_config_value(defn, raw)
         except ConfigValueError as exc:
             raise _Refused(ErrorCode.INVALID_REQUEST, str(exc)) from None
-        floor = DYNAMIC_FLOORS.get(name)
-        if floor is not None and value is not None and value < floor:
-            raise _Refused(ErrorCode.INVALID_REQUEST, f"Invalid value {raw} for configuration "
-                                                      f"{name}: Value must be at least {floor}")
     return configs
 
 

@@ -64,6 +64,8 @@ def topic_config_values(broker, overrides: dict[str, str | None]):
     """(name, value string, source, synonyms, ConfigDef) for every topic config."""
     config = broker.config
     for name, defn in TOPIC_CONFIGS.items():
+        if defn.internal and overrides.get(name) is None:
+            continue  # an internal config is listed only where the topic sets it, as Kafka
         synonyms = _broker_synonyms(config, name)
         value = format_value(defn, config.topic_default(name))
         source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG

@@ -138,7 +138,8 @@ class TopicManager:
     def load(self) -> None:
         for entry in self.store.load().values():
             self._add(Topic(entry["name"], topic_id_from_str(entry["topic_id"]),
-                            int(entry["partitions"]), dict(entry.get("configs", {}))))
+                            int(entry["partitions"]),
+                            _below_the_floor(entry["name"], dict(entry.get("configs", {})))))
         log.info("topics.loaded", count=len(self.topics), data_dir=str(self.data_dir))
         if OFFSETS_TOPIC not in self.topics:
             offsets = Topic(OFFSETS_TOPIC, new_topic_id(),
@@ -148,11 +149,11 @@ class TopicManager:
             self._add(offsets)
 
     def _offsets_topic_configs(self) -> dict[str, str]:
-        return {
+        return _below_the_floor(OFFSETS_TOPIC, {
             "cleanup.policy": "compact",
             "compression.type": "producer",
             "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
-        }
+        }, quiet=True)
 
     def _add(self, topic: Topic) -> None:
         self.version += 1
@@ -252,8 +253,13 @@ class TopicManager:
         return result
 
     def effective_config_strings(self, topic: Topic) -> dict[str, str | None]:
-        return {name: format_value(TOPIC_CONFIGS[name], value)
-                for name, (value, _override) in self.effective_configs(topic).items()}
+        strings = {name: format_value(TOPIC_CONFIGS[name], value)
+                   for name, (value, _override) in self.effective_configs(topic).items()}
+        # Kafka's internal.segment.bytes (for tests: segments below segment.bytes's
+        # floor) wins over segment.bytes where a topic sets it.
+        if strings.get("internal.segment.bytes") is not None:
+            strings["segment.bytes"] = strings["internal.segment.bytes"]
+        return strings
 
     # -- changes -------------------------------------------------------------------
 
@@ -521,6 +527,26 @@ class TopicManager:
             raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR,
                              f"Could not record the deletion of {topic.name}: {exc}") from None
         self.logs.remove_partitions(detached)
+
+
+SEGMENT_BYTES_FLOOR = 1_048_576  # Kafka 4.x's minimum segment.bytes
+
+
+def _below_the_floor(name: str, configs: dict[str, str], quiet: bool = False) -> dict[str, str]:
+    """A segment.bytes below Kafka 4.x's floor (kept by an older kcoord, or an
+    ``offsets.topic.segment.bytes`` set that low) becomes the internal.segment.bytes
+    Kafka keeps such segment sizes in: the segments stay as they were."""
+    raw = configs.get("segment.bytes")
+    try:
+        small = raw is not None and int(raw) < SEGMENT_BYTES_FLOOR
+    except ValueError:
+        small = False
+    if small:
+        configs["internal.segment.bytes"] = configs.pop("segment.bytes")
+        if not quiet:
+            log.warning("topic.segment_bytes_below_floor", topic=name, segment_bytes=raw,
+                        kept_as="internal.segment.bytes")
+    return configs
 
 
 def check_topic_configs(configs: dict[str, str | None]) -> None:

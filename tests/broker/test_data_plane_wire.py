@@ -471,7 +471,7 @@ def test_a_restart_serves_the_same_bytes(make_broker, tmp_path):
     node = make_broker(data_dir)
     topics = {"dp-bytes": [], "dp-bytes-append-time": [("message.timestamp.type",
                                                         "LogAppendTime")],
-              "dp-bytes-segments": [("segment.bytes", "600")]}
+              "dp-bytes-segments": [("internal.segment.bytes", "600")]}
     with WireClient.to(node.bootstrap) as client:
         pid = client.call(22, 4, {"transactional_id": None,
                                   "transaction_timeout_ms": 1000})["producer_id"]

@@ -149,7 +149,7 @@ def test_a_read_from_an_older_segment_is_answered_at_once_below_min_bytes(broker
     stops at its segment's end, so Kafka's DelayedFetch answers at once however
     few bytes that was (a wait would wait for nothing); at the active segment
     the same Fetch waits for min_bytes as before."""
-    _create(wire, "lp-segments", configs=[("segment.bytes", "200")])
+    _create(wire, "lp-segments", configs=[("internal.segment.bytes", "200")])
     for i in range(6):
         _produce(wire, "lp-segments", _batch(b"v%d" % i))
     segments = broker.call(lambda: len(broker.broker.logs.get("lp-segments", 0).segments))

@@ -167,8 +167,8 @@ def test_retention_ms_deletes_expired_segments_and_clients_start_at_the_new_log_
     old = _now_ms() - 2 * HOUR_MS
     batches = [_batch(old + i, b"old%d-a" % i, b"old%d-b" % i) for i in range(3)]
     batches.append(_batch(_now_ms(), b"new0-a", b"new0-b"))
-    # segment.bytes of one batch: every batch gets its own segment.
-    _create(wire, topic, retention_ms=HOUR_MS, segment_bytes=len(batches[0]))
+    # segments of one batch each (internal.segment.bytes: below segment.bytes's floor)
+    _create(wire, topic, retention_ms=HOUR_MS, internal_segment_bytes=len(batches[0]))
     assert {len(b) for b in batches} == {len(batches[0])}
     *_, fresh = [_produce(wire, topic, b) for b in batches]
     new_start = fresh["base_offset"]
@@ -228,7 +228,7 @@ def test_unexpired_records_are_kept(node, wire):
     topic = "ret-ms-young"
     passes = _retention_passes(node)
     batches = [_batch(_now_ms() - HOUR_MS // 2, b"young%d" % i) for i in range(3)]
-    _create(wire, topic, retention_ms=HOUR_MS, segment_bytes=len(batches[0]))
+    _create(wire, topic, retention_ms=HOUR_MS, internal_segment_bytes=len(batches[0]))
     for batch in batches:
         _produce(wire, topic, batch)
     _wait_passes(passes, 3)
@@ -245,7 +245,7 @@ def test_retention_bytes_keeps_the_log_at_least_that_large(node, wire, extra, ke
     one = _batch(now, b"value-0")
     size = len(one)  # every batch below has this size: one per segment
     produced = 7
-    _create(wire, topic, retention_bytes=3 * size + extra, segment_bytes=size)
+    _create(wire, topic, retention_bytes=3 * size + extra, internal_segment_bytes=size)
     for i in range(produced):
         batch = _batch(now, b"value-%d" % i)
         assert len(batch) == size

@@ -271,12 +271,37 @@ def test_metadata_auto_create(diff, which, version):
 # -- CreateTopics ------------------------------------------------------------------
 
 
+def test_create_topics_segment_bytes_floor_as_kafka_4_4(diff):
+    """Kafka 4.x refuses segment.bytes below 1 MiB (3.9: below 14); its internal
+    internal.segment.bytes takes small sizes, for tests, and is not listed."""
+    d = diff("main")
+    topics = [_topic("ct-seg-1", 1, configs=[("segment.bytes", "1")]),
+              _topic("ct-seg-below", 1, configs=[("segment.bytes", "1048575")]),
+              _topic("ct-seg-floor", 1, configs=[("segment.bytes", "1048576")]),
+              _topic("ct-seg-internal", 1, configs=[("internal.segment.bytes", "1024")])]
+    answer = _create(d, 4, *topics)
+    assert [t["error_code"] for t in answer["topics"]] == [40, 40, 0, 0]
+    d.wait_for_topics(d.kafka, ["ct-seg-floor", "ct-seg-internal"])
+    # (the config lists of v5+ are Kafka 4.4's, compared in test_differential_alter_configs)
+    keys = ["segment.bytes", "internal.segment.bytes"]
+    for name in ("ct-seg-floor", "ct-seg-internal"):
+        d.same(32, 4, {"resources": [{"resource_type": 2, "resource_name": name,
+                                      "configuration_keys": keys}],
+                       "include_synonyms": True, "include_documentation": False})
+    _create(d, 4, _topic("ct-seg-alter", 1))
+    d.wait_for_topics(d.kafka, ["ct-seg-alter"])
+    for value in ("1000", "1048576"):
+        d.same(44, 1, {"resources": [{"resource_type": 2, "resource_name": "ct-seg-alter",
+                                      "configs": [{"name": "segment.bytes",
+                                                   "config_operation": 0, "value": value}]}],
+                       "validate_only": True})
+
+
 def _reject_cases(tag):
     return [
         _topic(f"ct-{tag}-zero", 0),
         _topic(f"ct-{tag}-rf2", 1, 2),
         _topic(f"ct-{tag}-rf0", 1, 0),
-        _topic(f"ct-{tag}-seg", 1, configs=[("segment.bytes", "1")]),
         _topic(f"ct-{tag}-unknown-config", 1, configs=[("no.such.config", "1")]),
         _topic(f"ct-{tag}-policy", 1, configs=[("cleanup.policy", "bogus")]),
         _topic(f"ct-{tag}-ratio", 1, configs=[("min.cleanable.dirty.ratio", "2")]),

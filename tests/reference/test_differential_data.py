@@ -475,10 +475,13 @@ def test_list_offsets_v0_lists_segment_offsets(diff):
     log start for -2, and for a time T the segments last written at or before T
     (UnifiedLog.legacyFetchOffsetsBefore)."""
     name = f"dd-{next(_names)}"
-    diff.same(19, 4, {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1,
-                                   "assignments": [],
-                                   "configs": [{"name": "segment.bytes", "value": "200"}]}],
-                      "timeout_ms": 10000, "validate_only": False})
+    # (tiny segments: segment.bytes on Kafka 3.9, internal.segment.bytes on kcoord,
+    # which refuses segment.bytes below 1 MiB as Kafka 4.x does)
+    diff.same(19, 4, lambda side: {"topics": [{
+        "name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+        "configs": [{"name": "internal.segment.bytes" if side is diff.kcoord
+                     else "segment.bytes", "value": "200"}]}],
+        "timeout_ms": 10000, "validate_only": False})
     for side in (diff.kcoord, diff.kafka):
         diff.wait_for_topics(side, [name])
     _wait_until_fetchable(diff, name, 1)
