@@ -159,3 +159,23 @@ def test_stop_waits_for_a_flush_in_flight(make_broker, tmp_path, monkeypatch):
     assert info.last_offset == 0 and not plog.offline
     monkeypatch.undo()
     assert (tmp_path / ".kafka_cleanshutdown").exists()
+
+
+def test_a_segment_size_kept_below_kafka_4_s_floor_still_starts_and_keeps_its_segments(
+        make_broker, tmp_path):
+    """A data dir from before the 1 MiB floor (a topic with segment.bytes=1024, as
+    an older kcoord accepted) and offsets.topic.segment.bytes set below it: the
+    broker starts, and those segment sizes are kept as internal.segment.bytes."""
+    from broker.topics.store import TopicStore
+    from broker.topics.manager import new_topic_id
+
+    TopicStore(tmp_path).record(created=[{"name": "old-small", "partitions": 1,
+                                          "topic_id": topic_id_to_str(new_topic_id()),
+                                          "configs": {"segment.bytes": "1024"}}])
+    node = make_broker(data_dir=tmp_path,
+                       overrides={"offsets.topic.segment.bytes": "65536"})
+    assert node.broker.logs.get("old-small", 0).config.segment_bytes == 1024
+    assert node.broker.topics.get("old-small").configs == {"internal.segment.bytes": "1024"}
+    offsets = node.broker.topics.get("__consumer_offsets")
+    assert offsets.configs["internal.segment.bytes"] == "65536"
+    assert node.broker.log_config("__consumer_offsets").segment_bytes == 65536
