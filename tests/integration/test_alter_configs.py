@@ -214,3 +214,31 @@ def test_broker_configs_kafka_does_not_change_while_running_are_refused(broker):
             "validate_only": False})
     refused = answer["responses"][0]
     assert refused["error_code"] == 40 and "static" in refused["error_message"]
+
+
+def test_altered_configs_survive_a_kill(tmp_path):
+    """A topic's configs and the dynamic broker configs, acknowledged, then the
+    broker killed (SIGKILL): the next start has them all."""
+    from tests.support import BrokerProcess
+
+    process = BrokerProcess(tmp_path).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": process.bootstrap})
+        _create(admin, "ac-killed")
+        resource = ConfigResource(ResourceType.TOPIC, "ac-killed", incremental_configs=[
+            ConfigEntry("retention.ms", "123456", incremental_operation=AlterConfigOpType.SET)])
+        (future,) = admin.incremental_alter_configs([resource]).values()
+        future.result(10)
+        _alter_broker(admin, "1", log_cleaner_delete_retention_ms="4000000")
+        _alter_broker(admin, "", message_max_bytes="2000000")
+    finally:
+        process.kill()  # SIGKILL
+    again = BrokerProcess(tmp_path).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": again.bootstrap})
+        described = _described(admin, "ac-killed")
+        assert described["retention.ms"] == ("123456", 1)
+        assert described["delete.retention.ms"] == ("4000000", 2)  # DYNAMIC_BROKER_CONFIG
+        assert described["max.message.bytes"] == ("2000000", 3)  # DYNAMIC_DEFAULT_BROKER
+    finally:
+        again.terminate()
