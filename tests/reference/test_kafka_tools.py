@@ -809,19 +809,29 @@ def test_dump_log_segments_decodes_consumer_group_records(tools, make_broker):
     assert len(gone) == 3  # the member left: its three records are tombstoned
 
 
-def test_kafka_delete_records_moves_the_log_start(tools, make_broker, tmp_path):
-    """``kafka-delete-records.sh --offset-json-file``, as Kafka's tool prints it."""
-    node = make_broker()
-    _produce(node, "trimmed", 12, partitions=2)
-    spec = tmp_path / "offsets.json"
-    spec.write_text(json.dumps({"version": 1, "partitions": [
-        {"topic": "trimmed", "partition": 0, "offset": 4},
-        {"topic": "trimmed", "partition": 1, "offset": -1}]}))
-    out = _run("org.apache.kafka.tools.DeleteRecordsCommand", "--bootstrap-server",
-               node.bootstrap, "--offset-json-file", str(spec))
-    assert "Records delete operation completed:" in out
-    assert "partition: trimmed-0\tlow_watermark: 4" in out
-    assert "partition: trimmed-1\tlow_watermark: 6" in out
-    earliest = _run("org.apache.kafka.tools.GetOffsetShell", "--bootstrap-server",
-                    node.bootstrap, "--topic", "trimmed", "--time", "-2")
-    assert sorted(earliest.split()) == ["trimmed:0:4", "trimmed:1:6"]
+def test_kafka_delete_records_moves_the_log_start(tools, make_broker, scratch_kafka, tmp_path):
+    """``kafka-delete-records.sh --offset-json-file`` and ``kafka-get-offsets.sh``
+    print the same for kcoord as for Kafka 4.4."""
+    import uuid
+
+    def session(node, topic: str) -> list[str]:
+        _produce(node, topic, 12, partitions=2)
+        spec = tmp_path / f"{topic}.json"
+        spec.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": topic, "partition": 0, "offset": 4},
+            {"topic": topic, "partition": 1, "offset": -1}]}))
+        out = _run("org.apache.kafka.tools.DeleteRecordsCommand", "--bootstrap-server",
+                   node.bootstrap, "--offset-json-file", str(spec))
+        offsets = [sorted(_run("org.apache.kafka.tools.GetOffsetShell", "--bootstrap-server",
+                               node.bootstrap, "--topic", topic, "--time", t).split())
+                   for t in ("-2", "-1", "earliest", "latest")]
+        return [line.replace(topic, "<topic>") for line in sorted(out.splitlines())] + [
+            " ".join(o).replace(topic, "<topic>") for o in offsets]
+
+    ours = session(make_broker(), "trimmed")
+    theirs = session(scratch_kafka, f"trimmed-{uuid.uuid4().hex[:8]}")
+    assert "Records delete operation completed:" in ours
+    assert "partition: <topic>-0\tlow_watermark: 4" in ours
+    assert "partition: <topic>-1\tlow_watermark: 6" in ours
+    assert ours[-4:] == ["<topic>:0:4 <topic>:1:6", "<topic>:0:6 <topic>:1:6"] * 2
+    assert ours == theirs
