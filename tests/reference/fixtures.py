@@ -13,8 +13,11 @@ fail, so that CI never passes without having asked Kafka.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -161,3 +164,24 @@ def diff(reference_pair):
         kcoord, ref = reference_pair(which)
         return Differential(kcoord.bootstrap, ref.bootstrap, f"Kafka {ref.version}")
     return make
+
+
+def compiled_java(source: Path, into: Path, javac: str | None = None) -> str:
+    """``source`` compiled against Kafka 4.x's jars into ``into``: the classpath to
+    run it with. Skips (or fails, under KCOORD_REQUIRE_REFERENCE) without Java,
+    Maven or a javac; fails the test if the source does not compile."""
+    missing = kafka.missing_requirements()
+    if missing:
+        _unavailable(missing)
+    javac = javac or shutil.which("javac")
+    if javac is None or not Path(javac).exists():
+        _unavailable(f"{source.name} needs javac (a JDK, not only a JRE)")
+    try:
+        libs = kafka.resolve(kafka.MAIN_VERSION)
+    except kafka.ReferenceUnavailable as exc:
+        _unavailable(str(exc).splitlines()[0])
+    built = subprocess.run([javac, "-nowarn", "-d", str(into), "-cp", str(libs / "*"),
+                            str(source)], capture_output=True, text=True, timeout=300)
+    if built.returncode != 0:
+        pytest.fail(f"{source.name} does not compile:\n{built.stdout}{built.stderr}")
+    return f"{into}{os.pathsep}{libs / '*'}"

@@ -28,7 +28,6 @@ import base64
 import json
 import os
 import random
-import shutil
 import subprocess
 import uuid
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ import pytest
 
 from broker.groups.assignors import MemberSpec, PartitionAssignorError, assign
 from tests.reference import kafka
-from tests.reference.fixtures import _unavailable
+from tests.reference.fixtures import compiled_java
 
 HARNESS = Path(__file__).with_name("java") / "AssignorHarness.java"
 JDKS = ["java"] + [str(Path(home) / "bin" / "java")
@@ -72,23 +71,10 @@ class Reference:
 
 @pytest.fixture(scope="module", params=JDKS)
 def reference(request, tmp_path_factory):
-    missing = kafka.missing_requirements()
-    if missing:
-        _unavailable(missing)
     java = request.param
-    javac = shutil.which("javac") if java == "java" else str(Path(java).with_name("javac"))
-    if javac is None or not Path(javac).exists():
-        _unavailable("the assignor reference needs javac (a JDK, not only a JRE)")
-    try:
-        libs = kafka.resolve(kafka.MAIN_VERSION)
-    except kafka.ReferenceUnavailable as exc:
-        _unavailable(str(exc).splitlines()[0])
-    classes = tmp_path_factory.mktemp("assignor-harness")
-    built = subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", str(libs / "*"),
-                            str(HARNESS)], capture_output=True, text=True, timeout=300)
-    if built.returncode != 0:
-        pytest.fail(f"AssignorHarness.java does not compile:\n{built.stdout}{built.stderr}")
-    ref = Reference(java, f"{classes}{os.pathsep}{libs / '*'}")
+    javac = None if java == "java" else str(Path(java).with_name("javac"))
+    ref = Reference(java, compiled_java(HARNESS, tmp_path_factory.mktemp("assignor-harness"),
+                                        javac))
     yield ref
     ref.close()
 

@@ -8,8 +8,6 @@ kcoord as it does on Kafka."""
 from __future__ import annotations
 
 import collections
-import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -18,8 +16,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from protocol.client import WireClient
-from tests.reference import kafka
-from tests.reference.fixtures import _unavailable
+from tests.reference.fixtures import compiled_java
 
 APP = Path(__file__).with_name("java") / "WordCountApp.java"
 LINES = [f"the quick brown fox {i % 7} jumps over the lazy dog {i % 3}" for i in range(300)]
@@ -27,22 +24,7 @@ LINES = [f"the quick brown fox {i % 7} jumps over the lazy dog {i % 3}" for i in
 
 @pytest.fixture(scope="module")
 def app_classpath(tmp_path_factory) -> str:
-    missing = kafka.missing_requirements()
-    if missing:
-        _unavailable(missing)
-    javac = shutil.which("javac")
-    if javac is None:
-        _unavailable("the Kafka Streams application needs javac (a JDK, not only a JRE)")
-    try:
-        libs = kafka.resolve(kafka.MAIN_VERSION)
-    except kafka.ReferenceUnavailable as exc:
-        _unavailable(str(exc).splitlines()[0])
-    classes = tmp_path_factory.mktemp("wordcount")
-    built = subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", str(libs / "*"),
-                            str(APP)], capture_output=True, text=True, timeout=300)
-    if built.returncode != 0:
-        pytest.fail(f"WordCountApp.java does not compile:\n{built.stdout}{built.stderr}")
-    return f"{classes}{os.pathsep}{libs / '*'}"
+    return compiled_java(APP, tmp_path_factory.mktemp("wordcount"))
 
 
 def _create(bootstrap: str, *topics: str) -> None:
