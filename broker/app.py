@@ -298,6 +298,7 @@ class Broker:
                 self._broker_config_store, self.broker_configs,
                 "" if resource_name == "" else "broker", configs)
             self._apply_broker_configs()
+            await self.topics.reapply_log_configs()
             _log_change("broker.configs_altered", before, configs,
                         resource=resource_name or "<cluster default>")
 
@@ -315,12 +316,18 @@ class Broker:
 
     def _apply_broker_configs(self) -> None:
         def parsed(layer):
-            return {name: parse_config_value(BROKER_CONFIGS[name], raw)
-                    for name, raw in self.broker_configs.get(layer, {}).items()
-                    if name in BROKER_CONFIGS}
+            values = {}
+            for name, raw in self.broker_configs.get(layer, {}).items():
+                if name not in BROKER_CONFIGS:
+                    continue  # a custom config: kept, no effect
+                try:
+                    values[name] = parse_config_value(BROKER_CONFIGS[name], raw)
+                except ValueError as exc:
+                    # kept by a kcoord that took it: the static value stands
+                    log.warning("broker.dynamic_config_ignored", config=name, value=raw,
+                                level=layer or "cluster default", reason=str(exc))
+            return values
         self.config.set_dynamic(parsed("broker"), parsed(""))
-        if self.logs is not None:
-            self.topics.reapply_log_configs()
         if self.groups is not None:
             self.groups.config.consumer_assignment_interval_ms = \
                 self.config["group.consumer.assignment.interval.ms"]
@@ -408,11 +415,19 @@ def _log_change(event: str, before: dict[str, str], after: dict[str, str], **wha
 
 
 def consumer_settings(config: BrokerConfig, group_configs: dict[str, dict[str, str]]):
-    """group id -> the consumer group settings it sets itself, as it runs with them."""
-    return {group_id: {name: effective(config, own, name)
-                       for name in CONSUMER_GROUP_SETTINGS if name in own}
-            for group_id, own in group_configs.items()
-            if any(name in own for name in CONSUMER_GROUP_SETTINGS)}
+    """group id -> the consumer group settings it sets itself, as it runs with them
+    (a value that no longer parses is left out: the broker's applies)."""
+    settings: dict[str, dict[str, int]] = {}
+    for group_id, own in group_configs.items():
+        for name in CONSUMER_GROUP_SETTINGS:
+            if name not in own:
+                continue
+            try:
+                settings.setdefault(group_id, {})[name] = effective(config, own, name)
+            except ValueError as exc:
+                log.warning("group.config_ignored", group_id=group_id, config=name,
+                            value=own[name], reason=str(exc))
+    return settings
 
 
 def coordinator_config(config: BrokerConfig, partitions: int,

@@ -213,14 +213,12 @@ class _Groups:
                     described[g["group_id"]] = _from_consumer_describe(g)
         if classic:
             # From v6 (Kafka 4.x) a group that does not exist is GROUP_ID_NOT_FOUND with
-            # a message, where v5 described it as Dead.
+            # a message, its state still Dead, where v5 answered it without an error.
             version = min(6, self._newest(15))
             answer = self.client.call(15, version, {"groups": classic,
                                                     "include_authorized_operations": False})
             for g in answer["groups"]:
                 described[g["group_id"]] = _from_describe_groups(g)
-                if g["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND:
-                    described[g["group_id"]]["group_state"] = "Dead"
         return described
 
     def _serves(self, api_key: int) -> bool:

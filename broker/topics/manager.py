@@ -199,17 +199,34 @@ class TopicManager:
         props["flush.policy"] = self.config["kcoord.fsync.policy"]
         return LogConfig.from_properties(props)
 
-    def reapply_log_configs(self) -> None:
+    async def reapply_log_configs(self) -> None:
         """Every partition log's config again, after a broker default changed
-        (dynamic broker configs): one LogConfig per topic."""
+        (dynamic broker configs). The configs are worked out in the worker, one
+        per distinct set of topic overrides, so that ten thousand topics do not
+        hold the event loop; only the assignments run on it. Serialized with the
+        topics' own config changes and growths."""
         if self.logs is None:
             return
-        for topic in self.topics.values():
-            config = self.log_config(topic)
-            for p in range(topic.partitions):
-                plog = self.logs.get(topic.name, p)
-                if plog is not None:
-                    plog.config = config
+        async with self._growing:
+            topics = list(self.topics.values())
+            configs = await self._run(self._log_configs, topics)
+            for topic, config in zip(topics, configs):
+                if self.topics.get(topic.name) is not topic:
+                    continue  # deleted meanwhile
+                for p in range(topic.partitions):
+                    plog = self.logs.get(topic.name, p)
+                    if plog is not None:
+                        plog.config = config
+
+    def _log_configs(self, topics: list[Topic]) -> list[LogConfig]:
+        made: dict[frozenset, LogConfig] = {}
+        out = []
+        for topic in topics:
+            key = frozenset(topic.configs.items())
+            if key not in made:
+                made[key] = self.log_config(topic)
+            out.append(made[key])
+        return out
 
     async def _run(self, fn, *args):
         if self._worker is None:

@@ -218,3 +218,21 @@ def test_settings_without_a_broker_property_fall_back_to_kafka_s_defaults(tmp_pa
         "share.session.timeout.ms": ("45000", [("group.share.session.timeout.ms", "45000", 5)]),
         "streams.rack.aware.assignment.tags": (
             "", [("group.streams.rack.aware.assignment.tags", "", 5)])}
+
+
+def test_stored_configs_that_no_longer_parse_leave_the_broker_s_values(tmp_path):
+    """A value a kcoord once kept that this one refuses (hand-edited, or a rule
+    tightened since): the broker starts, and the static value applies."""
+    from broker.app import BROKER_CONFIG_FILE
+
+    ConfigFile(tmp_path).save({"g": {"consumer.session.timeout.ms": "soon"}})
+    ConfigFile(tmp_path, BROKER_CONFIG_FILE).save({
+        "": {"log.retention.ms": "never", "min.insync.replicas": "1"},
+        "broker": {"log.cleaner.delete.retention.ms": "3600000"}})
+    node = BrokerThread(tmp_path).start()
+    try:
+        assert node.broker.groups.config.session_timeout_ms("g") == 45_000
+        assert node.broker.config.retention_ms == 7 * 24 * 3_600_000
+        assert node.broker.config["log.cleaner.delete.retention.ms"] == 3_600_000
+    finally:
+        node.stop()

@@ -259,3 +259,14 @@ def test_deleting_offsets_as_kafka_s_tool_does(groups):
     assert admin.committed(our_group) == admin.committed(kafka_group) == {}
     _same(groups.bootstrap, "--delete-offsets", "--group", "billing", "--topic", orders)
     admin.close()
+
+
+def test_resetting_a_group_that_does_not_exist_as_kafka_s_tool_does(groups):
+    """Planning offsets for a group nobody has used yet (DescribeGroups v6 answers it
+    GROUP_ID_NOT_FOUND): Kafka's tool plans them as for an empty group."""
+    admin = Kcoord(groups.bootstrap)
+    orders = next(t for t in _topics(admin) if t.startswith("orders"))
+    admin.close()
+    out = _same(groups.bootstrap, "--reset-offsets", "--group", "never-used", "--topic", orders,
+                "--to-earliest", "--dry-run")
+    assert "never-used" in out and orders in out
