@@ -18,6 +18,8 @@ from broker.groups.group_configs import ConfigFile, effective
 
 BROKER_CONFIG_FILE = "kcoord-broker-configs.json"
 from broker.groups.service import GroupService
+from broker.transactions.coordinator import TxnConfig
+from broker.transactions.service import TransactionService
 from broker.runtime.timers import WallClock
 from broker.listener import Listener
 from broker.memory import CHECK_S, FullCollections, keep_freed_memory
@@ -26,7 +28,7 @@ from broker.server import KafkaConnection, WarningLimiter
 from broker.topics.data import FetchWaiters, ProducerIds
 from broker.topics.fetch_sessions import FetchSessionCache
 from broker.topics.manager import TopicManager
-from storage.layout import OFFSETS_TOPIC
+from storage.layout import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from storage.config import LogConfig
 from storage.manager import LogManager
 
@@ -61,6 +63,7 @@ class Broker:
         self.broker_configs: dict[str, dict[str, str]] = {}
         self._broker_config_store = ConfigFile(self.data_dir, BROKER_CONFIG_FILE)
         self.groups: GroupService | None = None
+        self.transactions: TransactionService | None = None
         self._maintenance: list[asyncio.Task] = []
         self._passes: set[asyncio.Future] = set()
         self.connections: set[KafkaConnection] = set()
@@ -131,6 +134,10 @@ class Broker:
                 WallClock(),
                 linger_ms=self.config["group.coordinator.append.linger.ms"])
             self.groups.start()
+            self.transactions = TransactionService(
+                self, transaction_config(self.config, self.topics), WallClock(),
+                linger_ms=self.config["group.coordinator.append.linger.ms"])
+            self.transactions.start()
             for server in self._servers:
                 server.start_serving()
         except BaseException:
@@ -228,6 +235,8 @@ class Broker:
             await server.wait_closed()
         if self.groups is not None:
             self.groups.unload()
+        if self.transactions is not None:
+            self.transactions.unload()
         deadline = time.monotonic() + grace
         busy = sum(not c.idle for c in self.connections)
         if busy:
@@ -250,6 +259,8 @@ class Broker:
         if late:
             log.warning("broker.stop_waited_too_long", unfinished=len(late))
         self._maintenance.clear()
+        if self.transactions is not None:
+            await self.transactions.stop()
         if self.groups is not None:
             await self.groups.stop()
         self.topics.close()
@@ -428,6 +439,17 @@ def consumer_settings(config: BrokerConfig, group_configs: dict[str, dict[str, s
                 log.warning("group.config_ignored", group_id=group_id, config=name,
                             value=own[name], reason=str(exc))
     return settings
+
+
+def transaction_config(config: BrokerConfig, topics) -> TxnConfig:
+    # As for groups, the partition count is the topic's own once it exists.
+    existing = topics.get(TRANSACTION_STATE_TOPIC)
+    return TxnConfig(
+        partitions=existing.partitions if existing is not None
+        else config["transaction.state.log.num.partitions"],
+        max_timeout_ms=config["transaction.max.timeout.ms"],
+        id_expiration_ms=config["transactional.id.expiration.ms"],
+    )
 
 
 def coordinator_config(config: BrokerConfig, partitions: int,

@@ -52,6 +52,7 @@ from protocol.records import (
     decode_batch,
     empty_batch,
 )
+from storage import producer_load
 from storage.files import fsync_dir
 from storage.layout import SEGMENT_FILE, SWAP_FILE, is_segment_file, segment_name
 from storage.segment import LogSegment
@@ -94,9 +95,15 @@ def cleanable_range(plog, now: int) -> CleanableRange | None:
         return None
     lag = plog.config.min_compaction_lag_ms
     first_uncleanable = plog.segments[-1].base_offset
+    # An open transaction's data may still be aborted: nothing from its first
+    # offset on is cleaned (LogCleanerManager's first unstable offset).
+    unstable = plog.producers.first_unstable_offset() if plog.producers_loaded else None
     usable = []
     for seg in segments:
         if lag > 0 and seg.max_timestamp >= 0 and seg.max_timestamp > now - lag:
+            first_uncleanable = seg.base_offset
+            break
+        if unstable is not None and seg.next_offset > unstable:
             first_uncleanable = seg.base_offset
             break
         usable.append(seg)
@@ -119,6 +126,8 @@ def _compaction_lag_exceeded(plog, rng: CleanableRange, now: int) -> bool:
 
 def clean_log(plog, now: int, *, force: bool = False) -> CleanStats | None:
     started = time.monotonic()
+    if plog.config.compact and not plog.producers_loaded:
+        producer_load.scan(plog)  # open transactions bound the cleanable range
     with plog._lock:
         plog._check_open()
         if not plog.config.compact:
@@ -134,9 +143,10 @@ def clean_log(plog, now: int, *, force: bool = False) -> CleanStats | None:
         ):
             return None
         segments = list(rng.segments)
+        aborted = _Aborted(plog.producers.aborted)
     # Everything below runs without the lock: non-active segments never change
     # except by retention, truncation or another cleaner, which the swap detects.
-    offset_map = _build_offset_map(segments, rng.first_dirty)
+    offset_map = _build_offset_map(segments, rng.first_dirty, aborted)
     groups = _group_segments(segments, plog.config.segment_bytes)
     stats = CleanStats(
         bytes_before=sum(s.size for s in segments),
@@ -153,7 +163,7 @@ def clean_log(plog, now: int, *, force: bool = False) -> CleanStats | None:
     for group in groups:
         if all(s.size == 0 for s in group):
             continue
-        cleaned, horizon = _clean_group(plog, group, offset_map, now, stats)
+        cleaned, horizon = _clean_group(plog, group, offset_map, now, stats, aborted)
         if horizon is not None and (earliest_horizon is None or horizon < earliest_horizon):
             earliest_horizon = horizon
         if not _swap_in(plog, group, cleaned):
@@ -181,13 +191,34 @@ def clean_log(plog, now: int, *, force: bool = False) -> CleanStats | None:
     return stats
 
 
-def _build_offset_map(segments, first_dirty: int) -> dict:
+class _Aborted:
+    """Which transactional batches were aborted, from the aborted transactions
+    known when the cleaning began (their data is dropped, never kept as a key's
+    latest value: LogCleaner's abortedTransactions)."""
+
+    def __init__(self, aborted) -> None:
+        self.by_producer: dict[int, list[tuple[int, int]]] = {}
+        for txn in list(aborted):
+            self.by_producer.setdefault(txn.producer_id, []).append(
+                (txn.first_offset, txn.last_offset))
+
+    def __call__(self, header) -> bool:
+        if not header.is_transactional or header.is_control:
+            return False
+        ranges = self.by_producer.get(header.producer_id)
+        return bool(ranges) and any(first <= header.base_offset <= last
+                                    for first, last in ranges)
+
+
+def _build_offset_map(segments, first_dirty: int, aborted=None) -> dict:
     offset_map: dict = {}
     for seg in segments:
         if seg.next_offset <= first_dirty:
             continue
         for _pos, header, data in seg.scan(0):
             if header.is_control or header.last_offset < first_dirty:
+                continue
+            if aborted is not None and aborted(header):
                 continue
             for record in decode_batch(data, verify=False).records:
                 if record.key is not None and record.offset >= first_dirty:
@@ -210,7 +241,7 @@ def _group_segments(segments, max_bytes: int) -> list[list]:
     return groups
 
 
-def _clean_group(plog, group, offset_map, now: int, stats: CleanStats):
+def _clean_group(plog, group, offset_map, now: int, stats: CleanStats, aborted=None):
     directory = plog.directory
     base = group[0].base_offset
     for suffix in (".log.cleaned", ".index.cleaned", ".timeindex.cleaned"):
@@ -225,26 +256,29 @@ def _clean_group(plog, group, offset_map, now: int, stats: CleanStats):
         suffix=".cleaned",
     )
     try:
-        return _fill_cleaned(plog, group, offset_map, now, stats, out)
+        return _fill_cleaned(plog, group, offset_map, now, stats, out, aborted)
     except BaseException:
         out.delete()  # e.g. the log was deleted under the cleaner: leave nothing behind
         raise
 
 
-def _fill_cleaned(plog, group, offset_map, now: int, stats: CleanStats, out: LogSegment):
+def _fill_cleaned(plog, group, offset_map, now: int, stats: CleanStats, out: LogSegment,
+                  aborted=None):
     batches = [(seg, pos, header, data) for seg in group for pos, header, data in seg.scan(0)]
     horizon_min = None
     for n, (_seg, _pos, header, data) in enumerate(batches):
         is_last = n == len(batches) - 1
         if header.is_control:
-            # No transactions are served, so markers have no data to outlive; keep them.
+            # Markers are kept: they are small, and a read_uncommitted reader or
+            # a replay still learns from them where a transaction ended.
             out.append(data, header.last_offset, header.max_timestamp, header.last_offset)
             continue
         batch = decode_batch(data, verify=False)
         stats.records_read += len(batch.records)
         horizon = batch.delete_horizon_ms
         kept: list[Record] = []
-        for record in batch.records:
+        dropped = aborted is not None and aborted(header)  # an aborted transaction's data
+        for record in () if dropped else batch.records:
             if record.key is None:
                 continue
             latest = offset_map.get(record.key)

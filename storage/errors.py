@@ -101,3 +101,17 @@ class InvalidProducerEpochError(StorageError):
     """A batch from an older epoch of a producer than the log has seen."""
 
     code = ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+class InvalidTxnStateError(StorageError):
+    """A producer's batch that does not fit its transaction: a plain batch while
+    its transaction is open, or data of a transaction the coordinator does not
+    know of (InvalidTxnStateException)."""
+
+    code = ErrorCode.INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """A marker from a coordinator epoch older than the partition has seen."""
+
+    code = ErrorCode.TRANSACTION_COORDINATOR_FENCED

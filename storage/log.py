@@ -47,6 +47,7 @@ from protocol.records import (
     CorruptRecordError,
     batch_header,
     build_batch,
+    build_control_batch,
     iter_entries,
     validate_batch,
 )
@@ -56,7 +57,7 @@ from storage.files import fsync_dir
 from storage.flush import LogFlusher
 from storage.loader import load_segments
 from storage import producer_load
-from storage.producer_state import ProducerState
+from storage.producer_state import ABORT, COMMIT, ProducerState
 from storage.retention import deletable_count
 from storage.layout import segment_name
 from storage.segment import INT32_MAX, LogSegment
@@ -313,7 +314,9 @@ class PartitionLog:
             if header.producer_id >= 0 and origin is not AppendOrigin.REPLICATION:
                 if not self.producers_loaded:
                     self._replay_producers()
-                duplicate = self.producers.find_duplicate(header)
+                # Only a client retries a batch (UnifiedLog.analyzeAndValidateProducerState).
+                duplicate = self.producers.find_duplicate(header) \
+                    if origin is AppendOrigin.CLIENT else None
                 if duplicate is not None:
                     return AppendInfo(
                         first_offset=duplicate.first_offset, last_offset=duplicate.last_offset,
@@ -357,8 +360,13 @@ class PartitionLog:
             raise self.io_failed(exc, "append") from exc
         self.flusher.written(segment, checked.last_offset - checked.first_offset + 1)
         if producer_batches:
-            for pos, _size, _magic in iter_entries(data):
-                self.producers.replay(batch_header(data, pos))
+            for pos, size, _magic in iter_entries(data):
+                header = batch_header(data, pos)
+                if header.is_control:
+                    self.producers.replay(header, producer_load.marker_of(
+                        memoryview(data)[pos:pos + size]))
+                else:
+                    self.producers.replay(header)
         return AppendInfo(
             first_offset=checked.first_offset,
             last_offset=checked.last_offset,
@@ -473,6 +481,46 @@ class PartitionLog:
     def flush(self) -> None:
         """fsync everything written so far (synchronously)."""
         self.flusher.flush()
+
+    # --- transactions ------------------------------------------------------------------
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, *,
+                      coordinator_epoch: int, now_ms: int | None = None,
+                      leader_epoch: int | None = None) -> AppendInfo:
+        """Append the end marker of the producer's transaction (a control batch)
+        and close it in the producer state (UnifiedLog.appendAsLeader with
+        AppendOrigin.COORDINATOR)."""
+        now = self.clock() if now_ms is None else now_ms
+        with self._lock:
+            self._check_open()
+            if not self.producers_loaded:
+                self._replay_producers()
+            self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch,
+                                        self.name)
+            offset = self.log_end_offset
+            batch = build_control_batch(
+                COMMIT if commit else ABORT, producer_id=producer_id,
+                producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
+                timestamp=now, base_offset=offset,
+                partition_leader_epoch=-1 if leader_epoch is None else leader_epoch)
+            info = self._write(ValidatedAppend(batch, offset, offset, now, offset, -1), now,
+                               False)
+            self.producers.end_txn(producer_id, producer_epoch, COMMIT if commit else ABORT,
+                                   coordinator_epoch, offset, now)
+            return info
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the earliest open transaction, or the high
+        watermark (the producer state must be loaded: ``load_producer_state``)."""
+        unstable = self.producers.first_unstable_offset()
+        high = self.high_watermark
+        return high if unstable is None or unstable > high else unstable
+
+    def aborted_transactions(self, start: int, end: int) -> list:
+        """The aborted transactions overlapping [start, end), for a read_committed
+        fetch of that range."""
+        return self.producers.aborted_between(start, end)
 
     # --- idempotent producers ---------------------------------------------------------
 

@@ -12,15 +12,35 @@ reads on the event loop never wait for the whole scan.
 
 from __future__ import annotations
 
+from protocol.records import decode_batch, decode_control_record
 from storage.producer_state import ProducerState
+
+
+def marker_of(data) -> tuple[int, int] | None:
+    """``(marker type, coordinator epoch)`` of a control batch's bytes (None if
+    it holds no readable control record)."""
+    try:
+        records = decode_batch(data, verify=False).records
+        return decode_control_record(records[0]) if records else None
+    except Exception:  # a damaged marker (construct's errors among others): none
+        return None
+
+
+def replay_batch(state: ProducerState, segment, pos: int, header) -> None:
+    """Fold one batch read back from ``segment`` into ``state``: its header, and
+    for an end marker the marker itself."""
+    if header.is_control and header.producer_id >= 0:
+        state.replay(header, marker_of(segment.read(pos, header.size)))
+    else:
+        state.replay(header)
 
 
 def replay(segments) -> ProducerState:
     """The state every batch header of ``segments`` leaves."""
     state = ProducerState()
     for segment in segments:
-        for _pos, header in segment.headers():
-            state.replay(header)
+        for pos, header in segment.headers():
+            replay_batch(state, segment, pos, header)
     return state
 
 
@@ -39,8 +59,8 @@ def scan(plog) -> None:
         state = ProducerState()
         try:
             for segment, size in zip(segments, sizes):
-                for _pos, header in segment.headers(0, size):
-                    state.replay(header)
+                for pos, header in segment.headers(0, size):
+                    replay_batch(state, segment, pos, header)
         except (OSError, ValueError):
             continue  # a segment went away meanwhile (retention, compaction): again
         with plog._lock:
@@ -53,9 +73,9 @@ def scan(plog) -> None:
                     if segment.next_offset <= end:
                         continue
                     start = sizes[-1] if segment is segments[-1] else 0
-                    for _pos, header in segment.headers(start):
+                    for pos, header in segment.headers(start):
                         if header.last_offset >= end:
-                            state.replay(header)
+                            replay_batch(state, segment, pos, header)
             except OSError as exc:
                 raise plog.io_failed(exc, "producer state load") from exc
             plog.producers = state

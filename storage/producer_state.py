@@ -15,6 +15,13 @@ ProducerAppendInfo, for batches that carry a producer id (``producer_id >= 0``):
 * a producer the partition knows nothing of may start at any sequence, as
   Kafka accepts (state lost with retention, or a first write).
 
+Transactions (ProducerStateManager's ongoing and aborted transactions): a
+producer's first transactional batch opens its transaction at that offset; a
+plain batch while it is open is refused (INVALID_TXN_STATE); its end marker
+(``end_txn``) closes it, and an abort is remembered as an ``AbortedTxn``
+(Kafka's aborted-transaction index entry) for read_committed fetches.  The
+last stable offset is the first offset of the earliest open transaction.
+
 The state is rebuilt from the batch headers of the log (``replay``); nothing
 here touches files.
 """
@@ -24,11 +31,19 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from bisect import bisect_left
+
+from storage.errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 
 NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 INT32_MAX = 2**31 - 1
 NO_EPOCH = -1
+ABORT, COMMIT = 0, 1  # ControlRecordType ids of the end markers
 
 
 def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
@@ -46,11 +61,23 @@ class BatchMetadata:
     timestamp: int
 
 
+@dataclass(slots=True, frozen=True)
+class AbortedTxn:
+    """An aborted transaction (Kafka's AbortedTxn, a ``.txnindex`` entry): its
+    data lies in [first_offset, last_offset], the marker at last_offset."""
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
 @dataclass(slots=True)
 class ProducerEntry:
     epoch: int = NO_EPOCH
     batches: deque = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     last_timestamp: int = -1
+    coordinator_epoch: int = -1
+    txn_first_offset: int = -1  # the open transaction's first offset, -1 if none
 
     @property
     def last_seq(self) -> int:
@@ -66,6 +93,9 @@ class ProducerState:
 
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        self.ongoing: dict[int, int] = {}  # producer id -> its open transaction's first offset
+        self.aborted: list[AbortedTxn] = []  # in marker order
+        self._aborted_ends: list[int] = []  # their last offsets, for bisecting
 
     def __len__(self) -> int:
         return len(self.producers)
@@ -103,14 +133,18 @@ class ProducerState:
                     f"Invalid sequence number for new epoch of producer {header.producer_id}at "
                     f"offset {first_offset} in partition {tp}: {epoch} (request epoch), "
                     f"{first_seq} (seq. number), {entry.epoch} (current producer epoch)")
-            return
-        current = entry.last_seq
-        in_sequence = first_seq == current + 1 or (first_seq == 0 and current == INT32_MAX)
-        if entry.batches and not in_sequence:
-            raise OutOfOrderSequenceError(
-                f"Out of order sequence number for producer {header.producer_id} at offset "
-                f"{first_offset} in partition {tp}: {first_seq} (incoming seq. number), "
-                f"{current} (current end sequence number)")
+        else:
+            current = entry.last_seq
+            in_sequence = first_seq == current + 1 or (first_seq == 0 and current == INT32_MAX)
+            if entry.batches and not in_sequence:
+                raise OutOfOrderSequenceError(
+                    f"Out of order sequence number for producer {header.producer_id} at offset "
+                    f"{first_offset} in partition {tp}: {first_seq} (incoming seq. number), "
+                    f"{current} (current end sequence number)")
+        if entry.txn_first_offset >= 0 and not header.is_transactional:
+            raise InvalidTxnStateError(
+                f"Expected transactional write from producer {header.producer_id} at offset "
+                f"{first_offset} in partition {tp}")
 
     def update(self, header, first_offset: int, last_offset: int, timestamp: int) -> None:
         """Remember an appended batch (also used when replaying the log)."""
@@ -127,21 +161,98 @@ class ProducerState:
             first_seq, last_sequence(first_seq, header.last_offset_delta),
             first_offset, last_offset, timestamp))
         entry.last_timestamp = timestamp  # the last batch's, as ProducerStateEntry keeps it
+        if header.is_transactional and entry.txn_first_offset < 0:
+            entry.txn_first_offset = first_offset
+            self.ongoing[header.producer_id] = first_offset
 
-    def replay(self, header) -> None:
-        """Rebuild from a batch header read back from the log."""
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int,
+                     tp: str) -> None:
+        """Refuse an end marker from an older producer epoch or an older
+        coordinator (ProducerAppendInfo.appendEndTxnMarker's checks)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"Epoch of producer {producer_id} is {epoch}, which is smaller than the last "
+                f"seen epoch {entry.epoch} in partition {tp}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"Invalid coordinator epoch for producerId {producer_id}: {coordinator_epoch} "
+                f"(zombie), {entry.coordinator_epoch} (current) in partition {tp}")
+
+    def end_txn(self, producer_id: int, epoch: int, marker: int, coordinator_epoch: int,
+                offset: int, timestamp: int) -> AbortedTxn | None:
+        """An end marker at ``offset`` closes the producer's transaction; an abort
+        is remembered (and returned) as an aborted transaction."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerEntry()
+        if epoch != entry.epoch:
+            entry.batches.clear()
+            entry.epoch = epoch
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = timestamp
+        first = entry.txn_first_offset if entry.txn_first_offset >= 0 else offset
+        entry.txn_first_offset = -1
+        self.ongoing.pop(producer_id, None)
+        if marker != ABORT:
+            return None
+        unstable = self.first_unstable_offset()
+        aborted = AbortedTxn(producer_id, first, offset,
+                             offset + 1 if unstable is None else unstable)
+        self.aborted.append(aborted)
+        self._aborted_ends.append(offset)
+        return aborted
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest open transaction (None: none open)."""
+        return min(self.ongoing.values()) if self.ongoing else None
+
+    def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions that overlap [start, end)
+        (TransactionIndex.collectAbortedTxns)."""
+        found = []
+        for i in range(bisect_left(self._aborted_ends, start), len(self.aborted)):
+            txn = self.aborted[i]
+            if txn.first_offset < end:
+                found.append(txn)
+        return found
+
+    def aborted_at(self, producer_id: int, offset: int) -> bool:
+        """Whether the producer's batch at ``offset`` belongs to an aborted transaction."""
+        for i in range(bisect_left(self._aborted_ends, offset), len(self.aborted)):
+            txn = self.aborted[i]
+            if txn.producer_id == producer_id and txn.first_offset <= offset:
+                return True
+        return False
+
+    def replay(self, header, marker: tuple[int, int] | None = None) -> None:
+        """Rebuild from a batch header read back from the log; a control batch
+        also needs its ``(marker type, coordinator epoch)``."""
+        if header.is_control:
+            if marker is not None and header.producer_id >= 0:
+                self.end_txn(header.producer_id, header.producer_epoch, marker[0], marker[1],
+                             header.base_offset, header.max_timestamp)
+            return
         self.update(header, header.base_offset, header.last_offset, header.max_timestamp)
 
     def truncate_head(self, log_start_offset: int) -> None:
         """Forget producers whose every batch is below the log start (retention)."""
-        gone = [pid for pid, e in self.producers.items() if e.last_offset < log_start_offset]
+        gone = [pid for pid, e in self.producers.items()
+                if e.last_offset < log_start_offset and e.txn_first_offset < 0]
         for pid in gone:
             del self.producers[pid]
+        cut = bisect_left(self._aborted_ends, log_start_offset)
+        if cut:
+            del self.aborted[:cut]
+            del self._aborted_ends[:cut]
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers silent for ``producer.id.expiration.ms``."""
         gone = [pid for pid, e in self.producers.items()
-                if e.last_timestamp >= 0 and now_ms - e.last_timestamp >= expiration_ms]
+                if e.last_timestamp >= 0 and now_ms - e.last_timestamp >= expiration_ms
+                and e.txn_first_offset < 0]
         for pid in gone:
             del self.producers[pid]
         return len(gone)

@@ -12,16 +12,17 @@
   append is durable under ``kcoord.fsync.policy``.
 - v13 names topics by id: an id no topic has gets UNKNOWN_TOPIC_ID for each of
   its partitions (v12 is v11 on the wire: its implicit AddPartitionsToTxn
-  concerns transactions, refused below).
+  belongs to transaction.version 2).
 - Produce never creates topics: UNKNOWN_TOPIC_OR_PARTITION. Internal topics
   take writes only from ``__admin_client`` (INVALID_TOPIC_EXCEPTION).
 - Each batch passes ``storage.validator`` (CRC, sizes, offsets, timestamps,
   keys of compacted topics) and the idempotent producer checks of
   ``storage.producer_state``; a retried batch is answered with the offsets of
   its first append.
-- Transactions are not served: a transactional batch gets
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED without a transactional id (Kafka's
-  answer) and INVALID_TXN_STATE with one.
+- A transactional batch needs the request's transactional id
+  (TRANSACTIONAL_ID_AUTHORIZATION_FAILED without one, Kafka's answer) and a
+  partition in that producer's transaction: open on the partition already, or
+  added at the coordinator (KIP-890's verification), else INVALID_TXN_STATE.
 - v8+ answer per-record errors with their error message (no message for
   other errors, as Kafka); on error Kafka answers
   base offset -1, log append time -1 and log start offset -1.
@@ -143,7 +144,8 @@ def _batch_for_append(records, version: int) -> bytes | None:
         raise _Refused(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
 
 
-async def _append(ctx, name: str, index: int, records, version: int) -> dict:
+async def _append(ctx, name: str, index: int, records, version: int,
+                  transactional_id: str | None = None) -> dict:
     broker = ctx.broker
     partition = find_partition(broker, name, index)
     if partition is None:
@@ -162,8 +164,13 @@ async def _append(ctx, name: str, index: int, records, version: int) -> dict:
     plog = partition.log
     if plog is None:
         plog = broker.logs.get_or_create(name, index, broker.log_config(name))
-    if batch_header(data, 0).producer_id >= 0 and not plog.producers_loaded:
+    header = batch_header(data, 0)
+    if header.producer_id >= 0 and not plog.producers_loaded:
         await plog.load_producer_state()
+    if header.is_transactional:
+        refused = _unverified(ctx, plog, header, transactional_id, name, index, version)
+        if refused is not None:
+            return _answer(index, *refused)
     try:
         # The records are a view of this request's frame, which nothing else
         # reads: validated and written in place.
@@ -182,6 +189,36 @@ async def _append(ctx, name: str, index: int, records, version: int) -> dict:
             "error_message": None}
 
 
+def _unverified(ctx, plog, header, transactional_id, name: str, index: int,
+                version: int) -> tuple[ErrorCode, str | None] | None:
+    """A transactional batch goes to a partition of its producer's transaction:
+    one the partition already has open for it, or one its coordinator has
+    (KIP-890's verification of the first write, as ReplicaManager maps the
+    coordinator's answer); the refusal otherwise."""
+    pid, epoch = header.producer_id, header.producer_epoch
+    entry = plog.producers.entry(pid)
+    if entry is not None and entry.epoch > epoch:
+        return ErrorCode.INVALID_PRODUCER_EPOCH, None
+    if entry is not None and entry.epoch == epoch and pid in plog.producers.ongoing:
+        return None
+    if not transactional_id:
+        return ErrorCode.INVALID_TXN_STATE, "Record was not part of an ongoing transaction"
+    code = ctx.broker.transactions.verify(transactional_id, pid, epoch, [(name, index)])[
+        (name, index)]
+    if code == ErrorCode.NONE:
+        return None
+    if code == ErrorCode.TRANSACTION_ABORTABLE:
+        if version <= 10:
+            return ErrorCode.INVALID_TXN_STATE, "Partition was not added to the transaction"
+        return ErrorCode.TRANSACTION_ABORTABLE, None
+    if code == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH, None
+    if code in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS):
+        return ErrorCode.NOT_ENOUGH_REPLICAS, None
+    return code, None
+
+
 # Up to twice the clients' default max.request.size (1 MB).
 @api(key=0, versions=(0, 13), decode_on_loop=2 << 20)
 async def produce(ctx, request):
@@ -198,11 +235,6 @@ async def produce(ctx, request):
              for t in request.topic_data for p in t.partition_data):
         if request.transactional_id is None:
             refusal = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
-        else:
-            log.warning("produce.transactional_refused", peer=ctx.peer,
-                        transactional_id=request.transactional_id,
-                        reason="transactions are not supported")
-            refusal = (ErrorCode.INVALID_TXN_STATE, "transactions are not supported")
     responses = []
     failed = False
     by_id = version >= 13
@@ -215,7 +247,8 @@ async def produce(ctx, request):
             elif name is None:
                 answer = _answer(part.index, ErrorCode.UNKNOWN_TOPIC_ID)
             else:
-                answer = await _append(ctx, name, part.index, part.records, version)
+                answer = await _append(ctx, name, part.index, part.records, version,
+                                       request.transactional_id if version >= 3 else None)
             failed = failed or answer["error_code"] != ErrorCode.NONE
             answers.append(answer)
         responses.append({"name": topic.name, "topic_id": topic.topic_id,

@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 
 from broker.apis import api
-from broker.topics.data import leader_epoch_error, find_partition
+from broker.topics.data import find_partition, leader_epoch_error, load_producers
 from broker.topics.fetch_sessions import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -154,12 +154,28 @@ class _Reader:
             return _error(want.partition, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
         if view.log is not None and want.offset < view.log.active_segment.base_offset:
             self.older_segment = True
+        aborted = None
+        if self.committed:
+            aborted = _aborted(view.log, want.offset, data) if data else []
         return {"partition_index": want.partition, "error_code": ErrorCode.NONE,
                 "high_watermark": view.high_watermark,
                 "last_stable_offset": view.last_stable_offset,
                 "log_start_offset": view.log_start_offset,
-                "aborted_transactions": [] if self.committed else None,
+                "aborted_transactions": aborted,
                 "preferred_read_replica": -1, "records": data}
+
+
+def _aborted(plog, start: int, data) -> list[dict]:
+    """The aborted transactions overlapping the fetched range, for a
+    read_committed consumer to drop their records (LocalLog.addAbortedTransactions)."""
+    last = None
+    for pos, _size, _magic in iter_entries(data, partial_ok=True):
+        last = pos
+    if last is None:
+        return []
+    end = batch_header(data, last).last_offset + 1
+    return [{"producer_id": txn.producer_id, "first_offset": txn.first_offset}
+            for txn in plog.aborted_transactions(start, end)]
 
 
 def _wanted(ctx, request) -> list[_Wanted]:
@@ -333,6 +349,7 @@ async def fetch(ctx, request):
                 sessions.touch(session)
                 session.epoch = next_epoch(session.epoch)
     wanted = _session_wanted(ctx, session) if session is not None else _wanted(ctx, request)
+    await load_producers(ctx.broker, ((w.name, w.partition) for w in wanted))
     reader = _Reader(ctx, request, wanted)
     answers, available, failed = reader.read()
     wait_ms = request.max_wait_ms

@@ -30,7 +30,13 @@ import os
 from collections import Counter
 
 from broker.apis import api
-from broker.topics.data import LEADER_EPOCH, NO_EPOCH, find_partition, leader_epoch_error
+from broker.topics.data import (
+    LEADER_EPOCH,
+    NO_EPOCH,
+    find_partition,
+    leader_epoch_error,
+    load_producers,
+)
 from protocol.errors import ErrorCode
 from protocol.records import LOG_APPEND_TIME, decode_batch, iter_entries
 from storage.errors import StorageError
@@ -160,6 +166,18 @@ def _lookup(broker, request, version: int, name: str, part) -> dict:
 
 @api(key=2, versions=(0, 11))
 def list_offsets(ctx, request):
+    if ctx.api_version >= 2 and request.isolation_level == READ_COMMITTED:
+        return _after_loading(ctx, request)  # the last stable offset needs the producers
+    return _answer(ctx, request)
+
+
+async def _after_loading(ctx, request):
+    await load_producers(ctx.broker, ((t.name, p.partition_index)
+                                      for t in request.topics for p in t.partitions))
+    return _answer(ctx, request)
+
+
+def _answer(ctx, request):
     broker = ctx.broker
     version = ctx.api_version
     seen = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)

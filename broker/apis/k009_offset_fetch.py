@@ -5,8 +5,9 @@
   committed partition.  Unknown topics are not checked: they come back with
   offset -1, as from Kafka.
 - ``require_stable`` (v7+) waits for the commits being written to the
-  group's partition, as the new coordinator does, so it never needs
-  UNSTABLE_OFFSET_COMMIT (transactional commits are not served).
+  group's partition, as the new coordinator does; a partition with offsets
+  of a transaction not yet ended (TxnOffsetCommit) gets
+  UNSTABLE_OFFSET_COMMIT and offset -1.
 - A missing group answers -1 for every partition asked (it is not created).
 - v9: a member of a consumer group (KIP-848) fetches with its member id and
   current epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH otherwise).
@@ -32,8 +33,15 @@ def _partition(index: int, committed, code=ErrorCode.NONE) -> dict:
             "metadata": committed.metadata, "error_code": code}
 
 
-def _fetch(groups, group_id: str, topics, member_id=None, member_epoch=-1):
+def _fetch(groups, group_id: str, topics, member_id=None, member_epoch=-1, stable=False):
     code, found = groups.fetch_offsets(group_id, topics, member_id, member_epoch)
+    unstable = groups.unstable_offsets(group_id) if stable and code == ErrorCode.NONE else ()
+    if unstable:
+        # Offsets of a transaction not yet ended (OffsetMetadataManager's
+        # requireStable): the consumer asks again.
+        return code, [{"name": t, "partitions": [
+            _partition(i, None, ErrorCode.UNSTABLE_OFFSET_COMMIT) if (t, i) in unstable
+            else _partition(i, c) for i, c in parts]} for t, parts in found]
     return code, [{"name": t, "partitions": [_partition(i, c) for i, c in parts]}
                   for t, parts in found]
 
@@ -42,43 +50,45 @@ def _fetch(groups, group_id: str, topics, member_id=None, member_epoch=-1):
 def offset_fetch(ctx, request):
     version = ctx.api_version
     groups = ctx.broker.groups
-    if version >= 7 and request.require_stable:
+    stable = version >= 7 and request.require_stable
+    if stable:
         ids = [g.group_id for g in request.groups] if version >= 8 else [request.group_id]
         pending = groups.writes_in_flight(ids)
         if pending:
             async def when_written():
                 await asyncio.wait(pending)
-                return _answer(groups, request, version, ctx.broker)
+                return _answer(groups, request, version, ctx.broker, stable)
             return when_written()
-    return _answer(groups, request, version, ctx.broker)
+    return _answer(groups, request, version, ctx.broker, stable)
 
 
-def _answer(groups, request, version: int, broker=None) -> dict:
+def _answer(groups, request, version: int, broker=None, stable: bool = False) -> dict:
     if version >= 10:
         return {"throttle_time_ms": 0,
-                "groups": [_by_id(broker, groups, g) for g in request.groups]}
+                "groups": [_by_id(broker, groups, g, stable) for g in request.groups]}
     if version >= 8:
         answers = []
         for g in request.groups:
             topics = None if g.topics is None else \
                 [(t.name, list(t.partition_indexes)) for t in g.topics]
-            code, found = _fetch(groups, g.group_id, topics, g.member_id, g.member_epoch)
+            code, found = _fetch(groups, g.group_id, topics, g.member_id, g.member_epoch,
+                                 stable)
             answers.append({"group_id": g.group_id, "topics": found, "error_code": code})
         return {"throttle_time_ms": 0, "groups": answers}
     topics = None if request.topics is None else \
         [(t.name, list(t.partition_indexes)) for t in request.topics]
-    code, found = _fetch(groups, request.group_id, topics)
+    code, found = _fetch(groups, request.group_id, topics, stable=stable)
     if version == 1 and code != ErrorCode.NONE:
         found = [{"name": name, "partitions": [_partition(i, None, code) for i in parts]}
                  for name, parts in topics]
     return {"throttle_time_ms": 0, "topics": found, "error_code": code}
 
 
-def _by_id(broker, groups, g) -> dict:
+def _by_id(broker, groups, g, stable: bool = False) -> dict:
     """One group of an OffsetFetch v10: topics asked and answered by id."""
     topics = broker.topics
     if g.topics is None:
-        code, found = _fetch(groups, g.group_id, None, g.member_id, g.member_epoch)
+        code, found = _fetch(groups, g.group_id, None, g.member_id, g.member_epoch, stable)
         listed = []
         for t in found:
             topic = topics.get(t["name"])
@@ -93,7 +103,7 @@ def _by_id(broker, groups, g) -> dict:
         else:
             asked.append((topic, list(t.partition_indexes)))
     code, found = _fetch(groups, g.group_id, [(topic.name, parts) for topic, parts in asked],
-                         g.member_id, g.member_epoch)
+                         g.member_id, g.member_epoch, stable)
     if code != ErrorCode.NONE:
         return {"group_id": g.group_id, "topics": [], "error_code": code}
     answered = [{**t, "topic_id": topic.topic_id} for (topic, _p), t in zip(asked, found)]

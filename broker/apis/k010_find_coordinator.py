@@ -9,13 +9,11 @@
   COORDINATOR_LOAD_IN_PROGRESS.
 - v1-3 successes carry the error message "NONE" (Kafka fills it from the error
   enum); v4+ successes an empty message (Kafka 4.x).
-- Transactions are not served (a documented decision): key type TRANSACTION
-  gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED with "transactions are not
-  supported", and a warning is logged.  Of the codes Kafka gives here, it is
-  the one every client takes as final: librdkafka asks again every 500 ms on
-  any other (INVALID_REQUEST included) until its own timeout, while the Java
-  client, kafka-python and aiokafka stop at once on either.  Share groups (key type 2, v6) are not
-  served either: INVALID_REQUEST.  Any other key type: INVALID_REQUEST for
+- Key type TRANSACTION: this node too (the transactional id's
+  ``__transaction_state`` partition is led here).  The first such lookup
+  creates ``__transaction_state`` and is answered COORDINATOR_NOT_AVAILABLE,
+  as Kafka answers while it creates the topic; the client asks again.
+- Share groups (key type 2, v6) are not served: INVALID_REQUEST.  Any other key type: INVALID_REQUEST for
   every key, as Kafka's failed key-type lookup.
 """
 
@@ -25,18 +23,17 @@ import structlog
 
 from broker.apis import api
 from protocol.errors import ErrorCode
+from storage.layout import TRANSACTION_STATE_TOPIC
 
 log = structlog.get_logger("kcoord.groups")
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2
-NO_TRANSACTIONS = "transactions are not supported"
+NOT_AVAILABLE = "The coordinator is not available."
 
 
 def _resolve(ctx, key_type: int) -> tuple[ErrorCode, str | None]:
-    if key_type == GROUP:
+    if key_type in (GROUP, TRANSACTION):
         return ErrorCode.NONE, None
-    if key_type == TRANSACTION:
-        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_TRANSACTIONS
     if key_type == SHARE and ctx.api_version >= 6:
         return ErrorCode.INVALID_REQUEST, "share groups are not supported"
     return ErrorCode.INVALID_REQUEST, None
@@ -49,9 +46,23 @@ def find_coordinator(ctx, request):
     key_type = request.key_type if version >= 1 else GROUP
     code, message = _resolve(ctx, key_type)
     keys = list(request.coordinator_keys) if version >= 4 else [request.key]
-    if key_type == TRANSACTION:
-        log.warning("find_coordinator.transactional_refused", peer=ctx.peer,
-                    client_id=ctx.client_id, keys=keys[:5], reason=NO_TRANSACTIONS)
+    if key_type == TRANSACTION and TRANSACTION_STATE_TOPIC not in broker.topics.topics:
+        return _creating_the_topic(ctx, keys)
+    return _answer(ctx, keys, code, message)
+
+
+async def _creating_the_topic(ctx, keys):
+    """The first transactional lookup makes ``__transaction_state``; like Kafka,
+    it is answered COORDINATOR_NOT_AVAILABLE, and the client asks again."""
+    existed = await ctx.broker.topics.ensure_transaction_state()
+    if existed:
+        return _answer(ctx, keys, ErrorCode.NONE, None)
+    return _answer(ctx, keys, ErrorCode.COORDINATOR_NOT_AVAILABLE, NOT_AVAILABLE)
+
+
+def _answer(ctx, keys, code: ErrorCode, message: str | None):
+    broker = ctx.broker
+    version = ctx.api_version
     ok = code == ErrorCode.NONE
     node = (broker.node_id, *ctx.advertised) if ok else (-1, "", -1)
     if version >= 4:

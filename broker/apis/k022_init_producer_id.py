@@ -6,9 +6,11 @@
   restarts included (``broker.topics.data.ProducerIds``).
 - ``producer_id`` and ``producer_epoch`` must be both -1 or both set:
   INVALID_REQUEST otherwise; an empty transactional id: INVALID_REQUEST.
-- Transactions are not served (a documented decision): a transactional id gets
-  the non-retriable INVALID_REQUEST, and a warning saying so is logged, so the
-  client fails at once instead of retrying.
+- A transactional id goes to its transaction coordinator
+  (``broker.transactions``): a new id gets a producer id and epoch 0, a known
+  one the next epoch (its open transaction aborted first: the caller is told
+  CONCURRENT_TRANSACTIONS and asks again), a timeout above
+  ``transaction.max.timeout.ms`` INVALID_TRANSACTION_TIMEOUT.
 """
 
 from __future__ import annotations
@@ -30,11 +32,21 @@ async def init_producer_id(ctx, request):
     if (request.producer_id == -1) != (request.producer_epoch == -1):
         return _refused(ErrorCode.INVALID_REQUEST)
     if request.transactional_id is not None:
-        if request.transactional_id:
-            log.warning("init_producer_id.transactional_refused", peer=ctx.peer,
-                        client_id=ctx.client_id, transactional_id=request.transactional_id,
-                        reason="transactions are not supported")
-        return _refused(ErrorCode.INVALID_REQUEST)
+        if not request.transactional_id:
+            return _refused(ErrorCode.INVALID_REQUEST)
+        version = ctx.api_version
+        code, pid, epoch = await ctx.broker.transactions.init_producer_id(
+            request.transactional_id, request.transaction_timeout_ms,
+            request.producer_id if version >= 3 else -1,
+            request.producer_epoch if version >= 3 else -1)
+        if code == ErrorCode.PRODUCER_FENCED and version < 4:
+            code = ErrorCode.INVALID_PRODUCER_EPOCH  # the code older clients know
+        if code != ErrorCode.NONE:
+            return _refused(code)
+        log.info("producer_id.initialized", transactional_id=request.transactional_id,
+                 producer_id=pid, producer_epoch=epoch, client_id=ctx.client_id)
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": pid,
+                "producer_epoch": epoch}
     producer_id = await ctx.broker.producer_ids.allocate()
     log.info("producer_id.allocated", producer_id=producer_id, client_id=ctx.client_id)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": producer_id,

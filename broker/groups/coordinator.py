@@ -169,6 +169,20 @@ class GroupCoordinator:
                                           offsets, now, version=version,
                                           retention_ms=retention_ms)
 
+    def txn_commit(self, ticket, group_id, producer_id, producer_epoch, generation, member_id,
+                   instance_id, offsets, version, now: int) -> Outcome:
+        return self.offset_manager.txn_commit(ticket, group_id, producer_id, producer_epoch,
+                                              generation, member_id, instance_id, offsets, now,
+                                              version)
+
+    def complete_txn(self, ticket, producer_id, producer_epoch, commit, coordinator_epoch,
+                     now: int) -> Outcome:
+        return self.offset_manager.complete_txn(ticket, producer_id, producer_epoch, commit,
+                                                coordinator_epoch, now)
+
+    def unstable_offsets(self, group_id: str) -> set:
+        return self.offset_manager.unstable(group_id)
+
     def fetch_offsets(self, group_id: str, topics, member_id: str | None = None,
                       member_epoch: int = -1):
         return self.offset_manager.fetch_offsets(group_id, topics, member_id, member_epoch)
@@ -314,6 +328,7 @@ class GroupCoordinator:
         for group_id, held in loaded.offsets.items():
             if held:
                 self.offsets.groups[group_id] = held
+        self.offset_manager.pending_txn = loaded.pending_txn
         self.consumer.install(loaded.consumer_groups, now)
         return self.membership.install(loaded.groups, now)
 

@@ -15,6 +15,29 @@ from broker.groups.group import Group
 from broker.groups.offsets import OffsetStore
 from protocol import group_records as G
 from protocol.records import batch_header, batch_payload, key_values
+from storage.producer_load import marker_of
+from storage.producer_state import COMMIT
+
+
+class TxnRecords:
+    """Records of a transactional batch: offsets a producer committed in its
+    transaction (TxnOffsetCommit), pending until its end marker."""
+
+    __slots__ = ("producer_id", "records")
+
+    def __init__(self, producer_id: int, records: list):
+        self.producer_id = producer_id
+        self.records = records
+
+
+class TxnMarker:
+    """The end marker of a producer's transaction."""
+
+    __slots__ = ("producer_id", "commit")
+
+    def __init__(self, producer_id: int, commit: bool):
+        self.producer_id = producer_id
+        self.commit = commit
 
 
 @dataclass
@@ -22,6 +45,9 @@ class LoadedPartition:
     groups: dict[str, Group] = field(default_factory=dict)
     consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
     offsets: dict[str, dict] = field(default_factory=dict)
+    # producer id -> group -> {(topic, partition): offset}: transactional
+    # offsets whose transaction has not ended yet
+    pending_txn: dict[int, dict[str, dict]] = field(default_factory=dict)
     records: int = 0
     skipped: int = 0  # unknown record types (share and streams groups)
     unreadable: int = 0
@@ -42,15 +68,40 @@ def replay(records: Iterable[tuple[bytes, bytes | None]]) -> LoadedPartition:
     # occurrence (a key written again moves to the end), so that a group deleted
     # and made again comes back as the new one.
     latest: dict[bytes, bytes | None] = {}
-    for key, value in records:
-        loaded.records += 1
-        if key is None:
-            continue
+    pending: dict[int, dict[bytes, bytes | None]] = {}
+
+    def keep(key: bytes, value) -> None:
         if key[:2] == b"\x00\x00":
             key = b"\x00\x01" + key[2:]
         elif key[0] != 0 or key[1] > 2:
             latest.pop(key, None)
         latest[key] = value
+
+    for item in records:
+        if type(item) is tuple:
+            key, value = item
+            loaded.records += 1
+            if key is not None:
+                keep(key, value)
+        elif isinstance(item, TxnRecords):
+            held = pending.setdefault(item.producer_id, {})
+            for key, value in item.records:
+                loaded.records += 1
+                if key is not None:
+                    held[key] = value
+        else:  # a marker: the transaction's offsets count from here, or never
+            held = pending.pop(item.producer_id, {})
+            if item.commit:
+                for key, value in held.items():
+                    keep(key, value)
+    for producer_id, held in pending.items():
+        open_offsets = OffsetStore()
+        for key, value in held.items():
+            try:
+                open_offsets.replay(key, value)
+            except Exception:  # noqa: BLE001 - an undecodable record costs itself
+                loaded.unreadable += 1
+        loaded.pending_txn[producer_id] = open_offsets.groups
     store = OffsetStore()
     metadata: dict[str, Any] = {}
     for key, value in latest.items():
@@ -87,14 +138,33 @@ def replay(records: Iterable[tuple[bytes, bytes | None]]) -> LoadedPartition:
     return loaded
 
 
-def offsets_records(plog):
-    """Every (key, value) of a ``__consumer_offsets`` log, in order (control
-    batches hold no group records)."""
+def plain_records(plog):
+    """Every (key, value) of a coordinator's log, in order (control batches hold
+    no records of its own)."""
     for data in plog.verified_batches():
         header = batch_header(data, 0)
         if header.is_control:
             continue
         yield from key_values(batch_payload(data, 0, header.size), header.records_count)
+
+
+def offsets_records(plog):
+    """Every (key, value) of a ``__consumer_offsets`` log, in order; the records
+    of a transactional batch as one ``TxnRecords``, an end marker as a
+    ``TxnMarker``."""
+    for data in plog.verified_batches():
+        header = batch_header(data, 0)
+        if header.is_control:
+            if header.producer_id >= 0:
+                marker = marker_of(data)
+                if marker is not None:
+                    yield TxnMarker(header.producer_id, marker[0] == COMMIT)
+            continue
+        records = key_values(batch_payload(data, 0, header.size), header.records_count)
+        if header.is_transactional and header.producer_id >= 0:
+            yield TxnRecords(header.producer_id, list(records))
+        else:
+            yield from records
 
 
 def load_partition(plog) -> LoadedPartition:

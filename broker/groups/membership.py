@@ -812,7 +812,9 @@ class GroupMetadataManager:
         return E.NONE, errors, out
 
     def validate_offset_commit(self, group: Group, generation: int, member_id: str,
-                         instance_id: str | None) -> E:
+                               instance_id: str | None, *, transactional: bool = False) -> E:
+        """ClassicGroup.validateOffsetCommit; a transactional commit (TxnOffsetCommit)
+        is not held back by a rebalance."""
         if group.state is S.DEAD:
             return E.COORDINATOR_NOT_AVAILABLE
         if generation < 0 and group.state is S.EMPTY:
@@ -823,9 +825,9 @@ class GroupMetadataManager:
                 return error
             if generation != group.generation:
                 return E.ILLEGAL_GENERATION
-        elif group.state is not S.EMPTY:
+        elif group.state is not S.EMPTY and not transactional:
             return E.UNKNOWN_MEMBER_ID
-        if group.state is S.COMPLETING_REBALANCE:
+        if group.state is S.COMPLETING_REBALANCE and not transactional:
             return E.REBALANCE_IN_PROGRESS
         return E.NONE
 

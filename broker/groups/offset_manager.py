@@ -51,6 +51,9 @@ class OffsetMetadataManager:
         # What the log holds for those partitions.
         self._logged: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]] = {}
         self._write_seq = itertools.count(1)
+        # Transactional offsets (TxnOffsetCommit) waiting for their transaction's
+        # end marker: producer id -> group -> {partition: offset}.
+        self.pending_txn: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
 
     def _refusal(self, group_id: str) -> E | None:
         return self.refusal
@@ -177,6 +180,96 @@ class OffsetMetadataManager:
         if group_id in self.groups:
             self.offsets.apply(group_id, latest)
         return done(error, now) if done is not None else Outcome()
+
+    # == TxnOffsetCommit and the end of transactions ====================================
+
+    def txn_commit(self, ticket, group_id: str, producer_id: int, producer_epoch: int,
+                   generation: int, member_id: str, instance_id: str | None,
+                   offsets: dict[tuple[str, int], OffsetAndMetadata], now: int,
+                   version: int) -> Outcome:
+        """TxnOffsetCommit: the offsets are written in a batch of the producer's
+        transaction and count once it commits (OffsetMetadataManager.
+        commitTransactionalOffset).  Answers ``{(topic, partition): error}``."""
+        out = Outcome()
+
+        def every(code: E) -> Outcome:
+            return out.answer(ticket, {tp: code for tp in offsets})
+
+        if (refusal := self._refusal(group_id)) is not None:
+            return every(refusal)
+        group = self.groups.get(group_id)
+        anonymous = generation == -1 and not member_id and instance_id is None
+        if group is None:
+            if generation >= 0:
+                return every(E.GROUP_ID_NOT_FOUND if version >= 6 else E.ILLEGAL_GENERATION)
+        elif not anonymous:
+            if isinstance(group, ConsumerGroup):
+                error = validate_consumer_commit(group, generation, member_id, 9, offsets,
+                                                 self.consumer.metadata.lookup)
+            else:
+                error = self.membership.validate_offset_commit(group, generation, member_id,
+                                                               instance_id, transactional=True)
+            if error is not E.NONE:
+                return every(error)
+        elif isinstance(group, Group) and group.state is S.DEAD:
+            return every(E.COORDINATOR_NOT_AVAILABLE)
+        answer, stored = {}, {}
+        for tp, committed in offsets.items():
+            if java_length(committed.metadata) > self.config.offset_metadata_max_bytes:
+                answer[tp] = E.OFFSET_METADATA_TOO_LARGE
+                continue
+            answer[tp] = E.NONE
+            stored[tp] = OffsetAndMetadata(committed.offset, committed.leader_epoch,
+                                           committed.metadata, now, -1)
+        if not stored:
+            return out.answer(ticket, answer)
+        out.writes.append(Write(OffsetStore.commit_records(group_id, stored), functools.partial(
+            self._txn_written, ticket, group_id, producer_id, stored, answer),
+            producer=(producer_id, producer_epoch)))
+        return out
+
+    def _txn_written(self, ticket, group_id: str, producer_id: int, stored: dict, answer: dict,
+                     error: E, now: int) -> Outcome:
+        if error is not E.NONE:
+            code = map_write_error(error)
+            return Outcome().answer(ticket, {tp: code if tp in stored else c
+                                             for tp, c in answer.items()})
+        self.pending_txn.setdefault(producer_id, {}).setdefault(group_id, {}).update(stored)
+        if group_id not in self.groups:
+            self.groups[group_id] = Group(group_id)  # a simple group, as OffsetCommit makes
+            log.info("group.created", group_id=group_id, generation=0,
+                     reason="transactional offset commit of a simple consumer")
+        return Outcome().answer(ticket, answer)
+
+    def complete_txn(self, ticket, producer_id: int, producer_epoch: int, commit: bool,
+                     coordinator_epoch: int, now: int) -> Outcome:
+        """The end marker of a producer's transaction: its offsets count from now
+        on (commit) or never (abort), once the marker is durable."""
+        if self.refusal is not None:
+            return Outcome().answer(ticket, self.refusal)
+        return Outcome(writes=[Write([], functools.partial(
+            self._txn_completed, ticket, producer_id, commit),
+            marker=(producer_id, producer_epoch, commit, coordinator_epoch))])
+
+    def _txn_completed(self, ticket, producer_id: int, commit: bool, error: E,
+                       now: int) -> Outcome:
+        if error is not E.NONE:
+            return Outcome().answer(ticket, error)
+        pending = self.pending_txn.pop(producer_id, {})
+        if commit:
+            for group_id, offsets in pending.items():
+                if group_id not in self.groups:
+                    self.groups[group_id] = Group(group_id)  # a simple group, as a commit makes
+                self.offsets.apply(group_id, dict(offsets))
+        return Outcome().answer(ticket, E.NONE)
+
+    def unstable(self, group_id: str) -> set[tuple[str, int]]:
+        """The group's partitions with transactional offsets not yet ended
+        (OffsetFetch with require_stable answers them UNSTABLE_OFFSET_COMMIT)."""
+        found: set[tuple[str, int]] = set()
+        for by_group in self.pending_txn.values():
+            found.update(by_group.get(group_id, ()))
+        return found
 
     # == OffsetFetch ====================================================================
 

@@ -100,6 +100,43 @@ class GroupService:
                                   group_id, generation, member_id, instance_id, offsets,
                                   version=version, retention_ms=retention_ms)
 
+    async def txn_commit(self, group_id, producer_id, producer_epoch, generation, member_id,
+                         instance_id, offsets, version):
+        """TxnOffsetCommit: ``{(topic, partition): error}`` once written."""
+        partition = self.partition_for(group_id)
+        await self._producers_loaded(partition)
+        return await self.runtime.write(partition, GroupCoordinator.txn_commit, group_id,
+                                        producer_id, producer_epoch, generation, member_id,
+                                        instance_id, offsets, version)
+
+    async def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int,
+                                   commit: bool, coordinator_epoch: int) -> ErrorCode:
+        """A transaction's end marker on one ``__consumer_offsets`` partition."""
+        await self._producers_loaded(partition)
+        return await self.runtime.write(partition, GroupCoordinator.complete_txn, producer_id,
+                                        producer_epoch, commit, coordinator_epoch)
+
+    async def _producers_loaded(self, partition: int) -> None:
+        """Transactional writes need the partition's producer state: rebuilt in a
+        worker after a restart, not on the event loop."""
+        plog = self._broker.logs.get(OFFSETS_TOPIC, partition) if self._broker is not None \
+            else None
+        if plog is not None and not plog.producers_loaded:
+            await plog.load_producer_state()
+
+    def open_transaction(self, group_id: str, producer_id: int, producer_epoch: int) -> bool:
+        """Whether the group's partition has the producer's transaction open."""
+        plog = self._broker.logs.get(OFFSETS_TOPIC, self.partition_for(group_id))
+        if plog is None or not plog.producers_loaded:
+            return False
+        entry = plog.producers.entry(producer_id)
+        return entry is not None and entry.epoch == producer_epoch and \
+            producer_id in plog.producers.ongoing
+
+    def unstable_offsets(self, group_id: str) -> set:
+        return self.runtime.read(self.partition_for(group_id), GroupCoordinator.unstable_offsets,
+                                 group_id)
+
     def fetch_offsets(self, group_id, topics, member_id=None, member_epoch=-1):
         return self.runtime.read(self.partition_for(group_id), GroupCoordinator.fetch_offsets,
                                  group_id, topics, member_id, member_epoch)

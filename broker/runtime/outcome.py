@@ -6,6 +6,10 @@ A shard is a pure state machine: an operation takes the request, an opaque
 give now (``(ticket, response)``) and the ``Write``s to append to the shard's
 partition, each with the continuation to call once its records are durable
 (or their append failed).  A continuation returns an ``Outcome`` in turn.
+``effects`` is work for the coordinator's service outside the shard, which
+the runtime hands to it once the answers are given (the transaction
+coordinator's end markers, written to other partitions: Kafka's
+TransactionMarkerChannelManager).
 """
 
 from __future__ import annotations
@@ -24,12 +28,19 @@ class Write:
     append failed."""
     records: list[tuple[bytes, bytes | None]]
     done: Callable[[ErrorCode, int], "Outcome"] | None = None
+    # A transactional producer's records ``(producer id, epoch)``: a batch of
+    # their own, part of that producer's transaction (TxnOffsetCommit).
+    producer: tuple[int, int] | None = None
+    # Instead of records, the end marker of a producer's transaction:
+    # ``(producer id, epoch, commit, coordinator epoch)``.
+    marker: tuple[int, int, bool, int] | None = None
 
 
 @dataclass(slots=True)
 class Outcome:
     answers: list[tuple[Any, Any]] = field(default_factory=list)
     writes: list[Write] = field(default_factory=list)
+    effects: list[Any] = field(default_factory=list)
 
     def answer(self, ticket, response) -> "Outcome":
         if ticket is not None:
@@ -40,4 +51,5 @@ class Outcome:
         if other is not None:
             self.answers.extend(other.answers)
             self.writes.extend(other.writes)
+            self.effects.extend(other.effects)
         return self

@@ -44,7 +44,9 @@ from broker.runtime.outcome import Outcome, Write
 from broker.runtime.timers import Deadlines, ShardTimers, WallClock
 from broker.topics.data import LEADER_EPOCH
 from protocol.errors import ErrorCode
+from protocol.records import Record, build_batch
 from storage.errors import CorruptLogError, StorageError
+from storage.validator import AppendOrigin
 from storage.layout import segment_name
 
 # Answers completed in one turn of the event loop; each costs its connection
@@ -90,7 +92,8 @@ class _Batch:
 class CoordinatorRuntime:
     def __init__(self, broker, *, name: str, topic: str, partitions: int,
                  new_shard: Callable[..., Shard], load: Callable[[Any], Any],
-                 clock: Callable[[], int] | None = None, linger_ms: int = ADAPTIVE_LINGER):
+                 clock: Callable[[], int] | None = None, linger_ms: int = ADAPTIVE_LINGER,
+                 on_effects: Callable[[int, list], None] | None = None):
         self.broker = broker
         self.name = name
         self.topic = topic
@@ -102,6 +105,7 @@ class CoordinatorRuntime:
         # a shard installs, built in a worker thread.
         self._new_shard = new_shard
         self._load = load
+        self._on_effects = on_effects  # (partition, effects) of an outcome, for the service
         # Made on the broker's loop; kept because asyncio.get_running_loop()
         # costs a getpid() system call on every request.
         self.loop = asyncio.get_running_loop()
@@ -182,6 +186,8 @@ class CoordinatorRuntime:
         self._answer(outcome.answers)
         for write in outcome.writes:
             self._append(partition, write)
+        if outcome.effects and self._on_effects is not None:
+            self._on_effects(partition, outcome.effects)
         self._arm_timer()
 
     # -- answers -----------------------------------------------------------------------
@@ -217,6 +223,14 @@ class CoordinatorRuntime:
     def _append(self, partition: int, write: Write) -> None:
         if self.state.get(partition) is not PartitionState.ACTIVE:  # never past damage
             self._settle(partition, write, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return
+        if write.producer is not None or write.marker is not None:
+            # A transaction's records or marker: a batch of its own, after what
+            # was issued before it.
+            self.flush(partition)
+            batch = _Batch()
+            batch.writes.append(write)
+            self._append_batch(partition, batch)
             return
         if self.linger_ms == 0 and partition not in self._open:
             # No linger: the write is its own batch, appended now.
@@ -268,7 +282,7 @@ class CoordinatorRuntime:
         records = writes[0].records if len(writes) == 1 else \
             [record for write in writes for record in write.records]
         try:
-            plog, rolled = self._append_records(partition, records)
+            plog, rolled = self._append_records(partition, records, writes[0])
         except StorageError as exc:
             self.log.warning(f"{self.name}.write_failed", partition=partition,
                              error=exc.code.name, reason=str(exc))
@@ -290,14 +304,28 @@ class CoordinatorRuntime:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _append_records(self, partition: int, records):
+    def _append_records(self, partition: int, records, first: Write):
         broker = self.broker
         plog = broker.logs.get(self.topic, partition)
         if plog is None:  # a partition's folder appears on its first write
             plog = broker.logs.get_or_create(self.topic, partition,
                                              broker.log_config(self.topic))
         segments = len(plog.segments)
-        plog.append_own(records, now_ms=self.clock(), leader_epoch=LEADER_EPOCH)
+        now = self.clock()
+        if first.marker is not None:
+            producer_id, epoch, commit, coordinator_epoch = first.marker
+            plog.append_marker(producer_id, epoch, commit, coordinator_epoch=coordinator_epoch,
+                               now_ms=now, leader_epoch=LEADER_EPOCH)
+        elif first.producer is not None:
+            producer_id, epoch = first.producer
+            plog.append(build_batch([Record(i, now, key, value)
+                                     for i, (key, value) in enumerate(records)],
+                                    producer_id=producer_id, producer_epoch=epoch,
+                                    transactional=True),
+                        now_ms=now, leader_epoch=LEADER_EPOCH, origin=AppendOrigin.COORDINATOR,
+                        owned=True)
+        else:
+            plog.append_own(records, now_ms=now, leader_epoch=LEADER_EPOCH)
         broker.fetch_waiters.notify((self.topic, partition))
         return plog, len(plog.segments) != segments
 

@@ -67,8 +67,28 @@ class PartitionView:
     def log_end_offset(self) -> int:
         return 0 if self.log is None else self.log.log_end_offset
 
-    # A single node has no open transactions: the last stable offset is the high watermark.
-    last_stable_offset = high_watermark
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the earliest open transaction, else the high
+        watermark (known once the log's producer state is: ``load_producers``)."""
+        plog = self.log
+        if plog is None:
+            return 0
+        return plog.last_stable_offset if plog.producers_loaded else plog.high_watermark
+
+
+async def load_producers(broker, partitions) -> None:
+    """Make sure the producer state (open and aborted transactions) of these
+    ``(topic, partition)`` logs is loaded: after a restart it is rebuilt once,
+    in a worker thread, before the first read that needs it."""
+    logs = broker.logs
+    for name, partition in partitions:
+        plog = logs.get(name, partition) if name is not None else None
+        if plog is not None and not plog.producers_loaded:
+            try:
+                await plog.load_producer_state()
+            except Exception:  # the read that follows reports the log's error
+                pass
 
 
 def find_partition(broker, name: str, partition: int) -> PartitionView | None:

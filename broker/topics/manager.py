@@ -31,7 +31,7 @@ from broker.topics.store import TopicStore
 from protocol.errors import ErrorCode
 from storage.config import LogConfig
 from storage.manager import LogManager
-from storage.layout import INTERNAL_TOPICS, OFFSETS_TOPIC
+from storage.layout import INTERNAL_TOPICS, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 log = structlog.get_logger("kcoord.topics")
 
@@ -128,6 +128,7 @@ class TopicManager:
         self._worker: ThreadPoolExecutor | None = None
         self.listeners: list[Any] = []  # objects with on_topic_deleted(topic)
         self._growing = asyncio.Lock()  # one CreatePartitions growth at a time
+        self._creating_transaction_state: asyncio.Future | None = None
         # Moves on whenever a topic is added, removed or replaced (grown): the
         # consumer groups look again at the topics they subscribe to.
         self.version = 0
@@ -147,6 +148,27 @@ class TopicManager:
                             self._offsets_topic_configs())
             self.store.record(created=[_entry(offsets)])
             self._add(offsets)
+
+    async def ensure_transaction_state(self) -> bool:
+        """Create ``__transaction_state`` if it does not exist yet, as Kafka does on
+        the first FindCoordinator for a transactional id; whether it existed."""
+        if TRANSACTION_STATE_TOPIC in self.topics:
+            return True
+        if self._creating_transaction_state is None:
+            self._creating_transaction_state = asyncio.ensure_future(self.create_many([(
+                TRANSACTION_STATE_TOPIC, self.config["transaction.state.log.num.partitions"], {
+                    "cleanup.policy": "compact",
+                    "compression.type": "uncompressed",
+                    "segment.bytes": str(self.config["transaction.state.log.segment.bytes"]),
+                    "unclean.leader.election.enable": "false",
+                })]))
+        creating = self._creating_transaction_state
+        try:
+            await asyncio.shield(creating)
+        finally:
+            if creating.done() and self._creating_transaction_state is creating:
+                self._creating_transaction_state = None
+        return False
 
     def _offsets_topic_configs(self) -> dict[str, str]:
         return _below_the_floor(OFFSETS_TOPIC, {

@@ -156,7 +156,7 @@ def test_idempotent_retries_are_answered_with_the_first_offsets(wire):
 
 
 def test_init_producer_id_refusals(wire):
-    assert wire.call(22, 4, {"transactional_id": "txn", "transaction_timeout_ms": 1000})[
+    assert wire.call(22, 4, {"transactional_id": "", "transaction_timeout_ms": 1000})[
         "error_code"] == E.INVALID_REQUEST
     assert wire.call(22, 4, {"transactional_id": None, "transaction_timeout_ms": 1000,
                              "producer_id": 5, "producer_epoch": -1})["error_code"] == \

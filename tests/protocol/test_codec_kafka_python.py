@@ -63,6 +63,8 @@ RENAMES = {
         "topic_authorized_operations": "authorized_operations",
     },
     (60, "response"): {"cluster_authorized_operations": "authorized_operations"},
+    # kafka-python's TxnOffsetCommit schema predates KIP-848's rename of GenerationId.
+    (28, "request"): {"generation_id_or_member_epoch": "generation_id"},
 }
 
 # Versions kafka-python can encode but describes with a newer schema that

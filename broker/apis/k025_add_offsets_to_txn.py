@@ -1,0 +1,25 @@
+"""AddOffsetsToTxn (key 25), versions 0-4.
+
+Adds the ``__consumer_offsets`` partition of the group (the one its
+coordinator owns) to the producer's transaction, before the producer sends
+TxnOffsetCommit: the transaction coordinator's checks and errors are
+AddPartitionsToTxn's.  PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v2.
+"""
+
+from __future__ import annotations
+
+from broker.apis import api
+from protocol.errors import ErrorCode
+from storage.layout import OFFSETS_TOPIC
+
+
+@api(key=25, versions=(0, 4))
+async def add_offsets_to_txn(ctx, request):
+    broker = ctx.broker
+    partition = broker.groups.partition_for(request.group_id)
+    code = await broker.transactions.add_partitions(
+        request.transactional_id, request.producer_id, request.producer_epoch,
+        [(OFFSETS_TOPIC, partition)])
+    if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < 2:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    return {"throttle_time_ms": 0, "error_code": code}

@@ -1,0 +1,441 @@
+"""One ``__transaction_state`` partition's transaction coordinator: a shard of
+the coordinator runtime (Kafka's ``TransactionCoordinator`` and
+``TransactionStateManager`` for the transactional ids of one partition).
+
+Pure and synchronous: every operation takes ``now`` and returns an
+``Outcome``.  A change of state is written first (the id's
+``TransactionLogValue``) and takes effect once that record is durable, as
+Kafka's ``prepareTransitionTo`` / ``completeTransitionTo``; meanwhile the id is
+*pending* and other requests for it get CONCURRENT_TRANSACTIONS.
+
+Ending a transaction: EndTxn writes PrepareCommit or PrepareAbort and is
+answered once that is durable; the shard then asks its service (an effect:
+``MarkerJob``) to write the end markers to every partition of the
+transaction, and when they are written (``markers_written``) it writes
+CompleteCommit or CompleteAbort.  A producer that calls InitProducerId while
+its transaction is open, and a transaction past its timeout, are aborted the
+same way with the epoch bumped, which fences the old producer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from broker.runtime.outcome import Outcome, Write
+from broker.transactions.metadata import (
+    COMPLETE,
+    EXHAUSTED_EPOCH,
+    NO_EPOCH,
+    NO_PRODUCER_ID,
+    PREPARING,
+    TxnMetadata,
+    TxnState,
+)
+from protocol import txn_records
+from protocol.errors import ErrorCode
+
+
+@dataclass
+class TxnConfig:
+    partitions: int = 50  # transaction.state.log.num.partitions
+    max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms (7 days)
+    coordinator_epoch: int = 0  # the partition's leader epoch: markers carry it
+
+
+@dataclass(frozen=True)
+class MarkerJob:
+    """End markers to write for a transaction, then ``markers_written``."""
+    partition: int  # of __transaction_state
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    partitions: tuple[tuple[str, int], ...]
+    coordinator_epoch: int
+
+
+@dataclass
+class LoadedTransactions:
+    ids: dict[str, TxnMetadata]
+    records: int = 0
+
+    def counts(self) -> dict[str, int]:
+        return {"transactional_ids": len(self.ids), "records": self.records}
+
+
+def replay(records) -> LoadedTransactions:
+    """The ids a partition's records leave: the last record of an id wins, a
+    tombstone removes it."""
+    latest: dict[bytes, bytes | None] = {}
+    count = 0
+    for key, value in records:
+        count += 1
+        if key is not None:
+            latest.pop(key, None)
+            latest[key] = value
+    ids = {}
+    for key, value in latest.items():
+        try:
+            transactional_id = txn_records.decode_key(key)
+            decoded = txn_records.decode_value(value) if value is not None else None
+        except Exception:  # an undecodable record costs itself, not the partition
+            continue
+        if decoded is not None:
+            ids[transactional_id] = TxnMetadata.from_record(transactional_id, decoded)
+    return LoadedTransactions(ids, count)
+
+
+class TransactionShard:
+    def __init__(self, config: TxnConfig, *, now: int, partition: int, timers,
+                 refusal: ErrorCode | None = None):
+        self.config = config
+        self.partition = partition
+        self.timers = timers
+        self.refusal = refusal
+        self.ids: dict[str, TxnMetadata] = {}
+
+    # -- the runtime's side ------------------------------------------------------------
+
+    def install(self, loaded: LoadedTransactions, now: int) -> Outcome:
+        """Take over a replayed partition; transactions left half ended are ended
+        (Kafka's coordinator resends the markers of a Prepare state it loads)."""
+        self.ids = loaded.ids
+        out = Outcome()
+        for meta in self.ids.values():
+            if meta.state in PREPARING:
+                meta.pending = True  # its markers are written again, then it completes
+                out.effects.append(self._job(meta, meta.state is TxnState.PREPARE_COMMIT))
+            elif meta.state is TxnState.ONGOING:
+                self._arm_timeout(meta)
+            elif meta.state is TxnState.EMPTY or meta.state in COMPLETE:
+                self._arm_expiry(meta)
+        return out
+
+    def unload(self) -> Outcome:
+        return Outcome()
+
+    def fire(self, key, payload, now: int) -> Outcome | None:
+        kind, transactional_id = key
+        meta = self.ids.get(transactional_id)
+        if meta is None:
+            return None
+        if kind == "timeout":
+            return self._abort_timed_out(meta, now)
+        if kind == "expire":
+            return self._expire(meta, now)
+        return None
+
+    def _arm_timeout(self, meta: TxnMetadata) -> None:
+        if self.timers is not None:
+            self.timers.schedule(("timeout", meta.transactional_id),
+                                 meta.start_ms + meta.timeout_ms)
+
+    def _arm_expiry(self, meta: TxnMetadata) -> None:
+        if self.timers is not None:
+            self.timers.schedule(("expire", meta.transactional_id),
+                                 meta.last_update_ms + self.config.id_expiration_ms)
+
+    def _job(self, meta: TxnMetadata, commit: bool) -> MarkerJob:
+        return MarkerJob(self.partition, meta.transactional_id, meta.producer_id,
+                         meta.producer_epoch, commit, tuple(sorted(meta.partitions)),
+                         self.config.coordinator_epoch)
+
+    # -- writing a new state -----------------------------------------------------------
+
+    def _transition(self, meta: TxnMetadata, target: TxnMetadata, done) -> Outcome:
+        """Write ``target`` as the id's state; ``done(error, now)`` once durable."""
+        meta.pending = True
+        key = txn_records.encode_key(meta.transactional_id)
+        value = txn_records.encode_value(target.record_fields())
+
+        def settled(error: ErrorCode, now: int) -> Outcome:
+            meta.pending = False
+            if error == ErrorCode.NONE:
+                current = self.ids.get(meta.transactional_id)
+                if current is meta:
+                    self.ids[meta.transactional_id] = target
+                    self._retime(target)
+            return done(error, now)
+
+        return Outcome(writes=[Write([(key, value)], settled)])
+
+    def _retime(self, meta: TxnMetadata) -> None:
+        if self.timers is None:
+            return
+        self.timers.cancel(("timeout", meta.transactional_id))
+        self.timers.cancel(("expire", meta.transactional_id))
+        if meta.state is TxnState.ONGOING:
+            self._arm_timeout(meta)
+        elif meta.state is TxnState.EMPTY or meta.state in COMPLETE:
+            self._arm_expiry(meta)
+
+    @staticmethod
+    def _write_error(error: ErrorCode) -> ErrorCode:
+        """What a client is told when the state's write failed
+        (TransactionStateManager.appendTransactionToLog)."""
+        if error in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+                     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+            return ErrorCode.NOT_COORDINATOR
+        if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        return error
+
+    # -- InitProducerId ----------------------------------------------------------------
+
+    def init_producer_id(self, ticket, transactional_id: str, timeout_ms: int,
+                         expected_pid: int, expected_epoch: int, new_pid: int,
+                         now: int) -> Outcome:
+        """Answers ``(error, producer id, epoch)``.  ``new_pid`` is a fresh producer
+        id, used if the id is new or its epochs are exhausted (-1: none was
+        allocated, and the caller is told to ask again)."""
+        out = Outcome()
+
+        def refuse(code: ErrorCode) -> Outcome:
+            return out.answer(ticket, (code, NO_PRODUCER_ID, NO_EPOCH))
+
+        if self.refusal is not None:
+            return refuse(self.refusal)
+        if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
+            return refuse(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        meta = self.ids.get(transactional_id)
+        if meta is None:
+            if new_pid == NO_PRODUCER_ID:
+                return refuse(ErrorCode.CONCURRENT_TRANSACTIONS)
+            meta = self.ids[transactional_id] = TxnMetadata(
+                transactional_id, new_pid, NO_EPOCH, timeout_ms, last_update_ms=now)
+        if meta.pending:
+            return refuse(ErrorCode.CONCURRENT_TRANSACTIONS)
+        given = expected_pid != NO_PRODUCER_ID
+        if given and not (meta.producer_epoch == NO_EPOCH or expected_pid == meta.producer_id or (
+                expected_pid == meta.previous_producer_id and expected_epoch >= EXHAUSTED_EPOCH)):
+            return refuse(ErrorCode.PRODUCER_FENCED)
+        if meta.state in PREPARING:
+            return refuse(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if meta.state is TxnState.ONGOING:
+            # The open transaction is aborted under a bumped epoch, which fences
+            # the producer that began it; the caller is told to ask again once
+            # the abort is under way.
+            return out.merge(self._begin_abort(meta, now, ticket=ticket))
+        if meta.state is not TxnState.EMPTY and meta.state not in COMPLETE:
+            return refuse(ErrorCode.UNKNOWN_SERVER_ERROR)  # Dead, fencing: never at rest
+        # Empty or Complete*: the next epoch of the same producer id, or a new id.
+        if meta.producer_epoch >= EXHAUSTED_EPOCH and (not given or
+                                                       expected_epoch == meta.producer_epoch):
+            if new_pid == NO_PRODUCER_ID:
+                return refuse(ErrorCode.CONCURRENT_TRANSACTIONS)
+            target = replace(meta, producer_id=new_pid, producer_epoch=0,
+                             previous_producer_id=meta.producer_id,
+                             last_producer_epoch=meta.producer_epoch if given else NO_EPOCH)
+        elif not given:
+            target = replace(meta, producer_epoch=meta.producer_epoch + 1,
+                             previous_producer_id=meta.producer_id, last_producer_epoch=NO_EPOCH)
+        elif meta.producer_epoch == NO_EPOCH or expected_epoch == meta.producer_epoch:
+            target = replace(meta, producer_epoch=meta.producer_epoch + 1,
+                             previous_producer_id=meta.producer_id,
+                             last_producer_epoch=meta.producer_epoch)
+        elif meta.last_producer_epoch != NO_EPOCH and expected_epoch == meta.last_producer_epoch:
+            target = replace(meta, previous_producer_id=meta.producer_id)  # a retried bump
+        else:
+            return refuse(ErrorCode.PRODUCER_FENCED)
+        target = replace(target, state=TxnState.EMPTY, partitions=set(), start_ms=-1,
+                         last_update_ms=now, timeout_ms=timeout_ms, pending=False)
+
+        def initialized(error: ErrorCode, _now: int) -> Outcome:
+            if error != ErrorCode.NONE:
+                if meta.producer_epoch == NO_EPOCH and self.ids.get(transactional_id) is meta:
+                    del self.ids[transactional_id]  # never written: forget it
+                return Outcome().answer(ticket, (self._write_error(error), NO_PRODUCER_ID,
+                                                 NO_EPOCH))
+            return Outcome().answer(ticket, (ErrorCode.NONE, target.producer_id,
+                                             target.producer_epoch))
+
+        return out.merge(self._transition(meta, target, initialized))
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn --------------------------------------------
+
+    @staticmethod
+    def _check_producer(meta: TxnMetadata | None, pid: int, epoch: int) -> ErrorCode:
+        """The checks AddPartitionsToTxn and AddOffsetsToTxn make, in Kafka's order."""
+        if meta is None:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if meta.pending:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        if meta.producer_id != pid:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if meta.producer_epoch != epoch:
+            return ErrorCode.PRODUCER_FENCED
+        if meta.state in PREPARING:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        return ErrorCode.NONE
+
+    def add_partitions(self, ticket, transactional_id: str, pid: int, epoch: int,
+                       partitions, now: int) -> Outcome:
+        """Answers one error code for every partition of the request."""
+        out = Outcome()
+        if self.refusal is not None:
+            return out.answer(ticket, self.refusal)
+        meta = self.ids.get(transactional_id)
+        error = self._check_producer(meta, pid, epoch)
+        if error:
+            return out.answer(ticket, error)
+        if meta.state is TxnState.DEAD:
+            return out.answer(ticket, ErrorCode.INVALID_TXN_STATE)
+        wanted = set(partitions)
+        if meta.state is TxnState.ONGOING and wanted <= meta.partitions:
+            return out.answer(ticket, ErrorCode.NONE)  # nothing new: nothing written
+        start = meta.start_ms if meta.state is TxnState.ONGOING else now
+        target = replace(meta, state=TxnState.ONGOING, partitions=meta.partitions | wanted,
+                         start_ms=start, last_update_ms=now, pending=False)
+
+        def added(error: ErrorCode, _now: int) -> Outcome:
+            return Outcome().answer(ticket, self._write_error(error))
+
+        return out.merge(self._transition(meta, target, added))
+
+    def verify(self, transactional_id: str | None, pid: int, epoch: int,
+               partitions) -> dict[tuple[str, int], ErrorCode]:
+        """AddPartitionsToTxn's verify_only (KIP-890): for each partition, NONE if
+        the producer's transaction includes it, else TRANSACTION_ABORTABLE; the
+        producer's own errors for all."""
+        meta = self.ids.get(transactional_id) if transactional_id is not None else None
+        if self.refusal is not None:
+            code = self.refusal
+        elif meta is None or meta.producer_id != pid:
+            code = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        elif meta.producer_epoch != epoch:
+            code = ErrorCode.PRODUCER_FENCED
+        elif meta.state in PREPARING:
+            code = ErrorCode.CONCURRENT_TRANSACTIONS
+        else:
+            return {tp: ErrorCode.NONE if meta.state is TxnState.ONGOING and tp in meta.partitions
+                    else ErrorCode.TRANSACTION_ABORTABLE for tp in partitions}
+        return {tp: code for tp in partitions}
+
+    # -- EndTxn ------------------------------------------------------------------------
+
+    def end_txn(self, ticket, transactional_id: str, pid: int, epoch: int, commit: bool,
+                now: int) -> Outcome:
+        out = Outcome()
+        if self.refusal is not None:
+            return out.answer(ticket, self.refusal)
+        meta = self.ids.get(transactional_id)
+        if meta is None or meta.producer_id != pid:
+            return out.answer(ticket, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if meta.producer_epoch != epoch:
+            return out.answer(ticket, ErrorCode.PRODUCER_FENCED)
+        if meta.pending:
+            return out.answer(ticket, ErrorCode.CONCURRENT_TRANSACTIONS)
+        state = meta.state
+        if state is TxnState.ONGOING:
+            return out.merge(self._begin_end(meta, commit, now, ticket))
+        if state is TxnState.COMPLETE_COMMIT:
+            return out.answer(ticket, ErrorCode.NONE if commit else ErrorCode.INVALID_TXN_STATE)
+        if state is TxnState.COMPLETE_ABORT:
+            return out.answer(ticket, ErrorCode.INVALID_TXN_STATE if commit else ErrorCode.NONE)
+        if state is TxnState.PREPARE_COMMIT:
+            return out.answer(ticket, ErrorCode.CONCURRENT_TRANSACTIONS if commit
+                              else ErrorCode.INVALID_TXN_STATE)
+        if state is TxnState.PREPARE_ABORT:
+            return out.answer(ticket, ErrorCode.INVALID_TXN_STATE if commit
+                              else ErrorCode.CONCURRENT_TRANSACTIONS)
+        return out.answer(ticket, ErrorCode.INVALID_TXN_STATE)  # Empty, Dead, fencing
+
+    def _begin_end(self, meta: TxnMetadata, commit: bool, now: int, ticket=None, *,
+                   epoch: int | None = None,
+                   answer: ErrorCode = ErrorCode.NONE) -> Outcome:
+        """Write the Prepare state; once durable, answer and have the markers written."""
+        target = replace(meta, state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
+                         last_update_ms=now, pending=False,
+                         producer_epoch=meta.producer_epoch if epoch is None else epoch,
+                         last_producer_epoch=meta.last_producer_epoch if epoch is None
+                         else meta.producer_epoch)
+
+        def prepared(error: ErrorCode, _now: int) -> Outcome:
+            out = Outcome()
+            if error != ErrorCode.NONE:
+                code = self._write_error(error)
+                return out.answer(ticket, (code, NO_PRODUCER_ID, NO_EPOCH)
+                                  if isinstance(answer, tuple) else code)
+            # Until the markers are written and the transaction complete, the id
+            # stays pending: its other requests are told CONCURRENT_TRANSACTIONS.
+            target.pending = True
+            out.effects.append(self._job(target, commit))
+            return out.answer(ticket, answer)
+
+        return self._transition(meta, target, prepared)
+
+    def _begin_abort(self, meta: TxnMetadata, now: int, ticket=None) -> Outcome:
+        """Abort an open transaction on the coordinator's own account, with the
+        epoch bumped so that the producer that began it is fenced; an
+        InitProducerId that caused it (``ticket``) is told CONCURRENT_TRANSACTIONS
+        once the abort is durable."""
+        epoch = meta.producer_epoch if meta.producer_epoch >= 32767 else meta.producer_epoch + 1
+        return self._begin_end(meta, False, now, ticket, epoch=epoch, answer=(
+            ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_EPOCH))
+
+    def _abort_timed_out(self, meta: TxnMetadata, now: int) -> Outcome | None:
+        if meta.state is not TxnState.ONGOING or meta.pending:
+            return None
+        if meta.start_ms + meta.timeout_ms > now:
+            self._arm_timeout(meta)
+            return None
+        return self._begin_abort(meta, now)
+
+    def markers_written(self, ticket, transactional_id: str, pid: int, epoch: int,
+                        commit: bool, now: int) -> Outcome:
+        """Every end marker is written: the transaction is complete."""
+        out = Outcome()
+        meta = self.ids.get(transactional_id)
+        wanted = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        if self.refusal is not None or meta is None or meta.state is not wanted or \
+                meta.producer_id != pid or meta.producer_epoch != epoch:
+            return out.answer(ticket, ErrorCode.INVALID_TXN_STATE)
+        target = replace(meta, state=TxnState.COMPLETE_COMMIT if commit
+                         else TxnState.COMPLETE_ABORT, partitions=set(), last_update_ms=now,
+                         pending=False)
+
+        def completed(error: ErrorCode, _now: int) -> Outcome:
+            out = Outcome().answer(ticket, error)
+            if error != ErrorCode.NONE:
+                # Kafka's coordinator keeps at it: the markers again, then this write
+                meta.pending = True
+                out.effects.append(self._job(meta, commit))
+            return out
+
+        return out.merge(self._transition(meta, target, completed))
+
+    # -- expiry ------------------------------------------------------------------------
+
+    def _expire(self, meta: TxnMetadata, now: int) -> Outcome | None:
+        """An id idle for transactional.id.expiration.ms is forgotten: a tombstone."""
+        if meta.pending or not (meta.state is TxnState.EMPTY or meta.state in COMPLETE):
+            return None
+        if meta.last_update_ms + self.config.id_expiration_ms > now:
+            self._arm_expiry(meta)
+            return None
+        meta.pending = True
+        key = txn_records.encode_key(meta.transactional_id)
+
+        def expired(error: ErrorCode, _now: int) -> Outcome:
+            meta.pending = False
+            if error == ErrorCode.NONE and self.ids.get(meta.transactional_id) is meta:
+                del self.ids[meta.transactional_id]
+            return Outcome()
+
+        return Outcome(writes=[Write([(key, None)], expired)])
+
+    # -- reads -------------------------------------------------------------------------
+
+    def describe(self, transactional_id: str) -> tuple[ErrorCode, TxnMetadata | None]:
+        if self.refusal is not None:
+            return self.refusal, None
+        meta = self.ids.get(transactional_id)
+        if meta is None or meta.state is TxnState.DEAD:
+            return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None
+        return ErrorCode.NONE, meta
+
+    def listing(self) -> list[TxnMetadata]:
+        return [m for m in self.ids.values() if m.state is not TxnState.DEAD]

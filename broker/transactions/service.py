@@ -1,0 +1,149 @@
+"""The transaction coordinator's facade: every transaction handler calls one
+of its methods, and each goes to the coordinator runtime (``broker.runtime``)
+for the shard of the transactional id's ``__transaction_state`` partition,
+placed as Kafka places it (``abs(hashCode) % partitions``).
+
+It also does the one thing a shard cannot: writing the end markers of a
+transaction to its partitions (Kafka's ``TransactionMarkerChannelManager``;
+on one node the markers are appended here, each durable before the
+transaction is marked complete).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+
+from broker.groups.loader import plain_records
+from broker.groups.placement import coordinator_partition
+from broker.runtime.runtime import ADAPTIVE_LINGER, CoordinatorRuntime
+from broker.topics.data import LEADER_EPOCH
+from broker.transactions.coordinator import (
+    MarkerJob,
+    TransactionShard,
+    TxnConfig,
+    replay,
+)
+from broker.transactions.metadata import EXHAUSTED_EPOCH, NO_PRODUCER_ID
+from protocol.errors import ErrorCode
+from storage.errors import StorageError
+from storage.layout import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+
+log = structlog.get_logger("kcoord.transactions")
+
+
+def load_partition(plog):
+    return replay(plain_records(plog))
+
+
+class TransactionService:
+    def __init__(self, broker, config: TxnConfig | None = None, clock=None, *,
+                 linger_ms: int = ADAPTIVE_LINGER):
+        self.config = config or TxnConfig()
+        self._broker = broker
+        self.runtime = CoordinatorRuntime(
+            broker, name="transactions", topic=TRANSACTION_STATE_TOPIC,
+            partitions=self.config.partitions, new_shard=self._new_shard, load=load_partition,
+            clock=clock, linger_ms=linger_ms, on_effects=self._effects)
+        self._tasks: set[asyncio.Task] = set()
+
+    def _new_shard(self, partition: int, timers, now: int, refusal) -> TransactionShard:
+        return TransactionShard(self.config, now=now, partition=partition, timers=timers,
+                                refusal=refusal)
+
+    def partition_for(self, transactional_id: str) -> int:
+        return coordinator_partition(transactional_id, self.config.partitions)
+
+    def shard_for(self, transactional_id: str) -> TransactionShard:
+        return self.runtime.shard(self.partition_for(transactional_id))
+
+    # -- the producer's requests ---------------------------------------------------------
+
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int,
+                               producer_epoch: int) -> tuple[ErrorCode, int, int]:
+        meta = self.shard_for(transactional_id).ids.get(transactional_id)
+        new_pid = NO_PRODUCER_ID
+        if meta is None or meta.producer_epoch >= EXHAUSTED_EPOCH - 1:
+            new_pid = await self._broker.producer_ids.allocate()
+        return await self.runtime.write(self.partition_for(transactional_id),
+                                        TransactionShard.init_producer_id, transactional_id,
+                                        timeout_ms, producer_id, producer_epoch, new_pid)
+
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions) -> asyncio.Future:
+        return self.runtime.write(self.partition_for(transactional_id),
+                                  TransactionShard.add_partitions, transactional_id,
+                                  producer_id, producer_epoch, list(partitions))
+
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                commit: bool) -> asyncio.Future:
+        return self.runtime.write(self.partition_for(transactional_id), TransactionShard.end_txn,
+                                  transactional_id, producer_id, producer_epoch, commit)
+
+    def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+               partitions) -> dict[tuple[str, int], ErrorCode]:
+        """For each partition, whether the producer's transaction includes it
+        (AddPartitionsToTxn's verify_only)."""
+        return self.runtime.read(self.partition_for(transactional_id), TransactionShard.verify,
+                                 transactional_id, producer_id, producer_epoch, list(partitions))
+
+    # -- the end markers -----------------------------------------------------------------
+
+    def _effects(self, partition: int, effects: list) -> None:
+        for job in effects:
+            if isinstance(job, MarkerJob):
+                task = self.runtime.loop.create_task(self._write_markers(job))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def _write_markers(self, job: MarkerJob) -> None:
+        broker = self._broker
+        for topic, index in job.partitions:
+            if topic == OFFSETS_TOPIC:
+                # the group coordinator writes it, and makes the offsets count or not
+                code = await broker.groups.complete_transaction(
+                    index, job.producer_id, job.producer_epoch, job.commit,
+                    job.coordinator_epoch)
+                if code != ErrorCode.NONE:
+                    log.warning("transactions.marker_failed",
+                                transactional_id=job.transactional_id, topic=topic,
+                                partition=index, error=code.name)
+                continue
+            plog = broker.logs.get(topic, index)
+            if plog is None:
+                continue  # the topic was deleted: no marker to write (as Kafka drops it)
+            try:
+                await plog.load_producer_state()
+                segments = len(plog.segments)
+                plog.append_marker(job.producer_id, job.producer_epoch, job.commit,
+                                   coordinator_epoch=job.coordinator_epoch,
+                                   leader_epoch=LEADER_EPOCH)
+                await plog.flusher.after_append(rolled=len(plog.segments) != segments)
+            except StorageError as exc:
+                log.warning("transactions.marker_failed", transactional_id=job.transactional_id,
+                            topic=topic, partition=index, error=exc.code.name, reason=str(exc))
+                continue
+            broker.fetch_waiters.notify((topic, index))
+        self.runtime.write(job.partition, TransactionShard.markers_written,
+                           job.transactional_id, job.producer_id, job.producer_epoch, job.commit)
+
+    # -- the runtime's life ------------------------------------------------------------
+
+    @property
+    def loaded(self) -> asyncio.Event:
+        return self.runtime.loaded
+
+    def start(self) -> None:
+        self.runtime.start()
+
+    def unload(self) -> None:
+        self.runtime.unload()
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            try:
+                await asyncio.wait_for(asyncio.shield(task), 5)
+            except (asyncio.TimeoutError, Exception):
+                task.cancel()
+        await self.runtime.stop()

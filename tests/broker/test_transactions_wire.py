@@ -1,0 +1,211 @@
+"""Transactions over the wire, request by request, as a transactional producer
+and a read_committed consumer send them: the coordinator's answers at each
+step, the last stable offset, aborted data hidden from read_committed
+fetches, and the partition leader's check that a transaction includes the
+partition it writes to."""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol.errors import ErrorCode
+from protocol.records import batch_header, decode_batch, iter_entries
+from tests.broker import txn_ops as T
+from tests.broker.wire_ops import create_topic
+
+E = ErrorCode
+
+
+def _values(part) -> list[bytes]:
+    """The values of the data batches (not the markers)."""
+    data = part["records"]
+    return [r.value for pos, _size, _magic in iter_entries(data)
+            if not batch_header(data, pos).is_control
+            for r in decode_batch(data, pos).records]
+
+
+def _begin(wire, txn_id: str, timeout_ms: int = 60_000):
+    first, last = T.find_coordinator(wire, txn_id)
+    assert last["error_code"] == E.NONE, last
+    answer = T.init_producer(wire, txn_id, timeout_ms)
+    assert answer["error_code"] == E.NONE, answer
+    return answer["producer_id"], answer["producer_epoch"]
+
+
+def test_the_first_transactional_lookup_makes_the_state_topic(wire):
+    first, last = T.find_coordinator(wire, "lookup-1")
+    # As Kafka: the topic is being made, the client asks again.
+    assert first["error_code"] in (E.COORDINATOR_NOT_AVAILABLE, E.NONE)
+    assert last["error_code"] == E.NONE and last["node_id"] >= 0
+    topics = wire.call(3, 9, {"topics": None, "allow_auto_topic_creation": False})["topics"]
+    state = [t for t in topics if t["name"] == "__transaction_state"]
+    assert state and state[0]["is_internal"] and len(state[0]["partitions"]) == 50
+
+
+def test_commit_and_abort_as_a_read_committed_consumer_sees_them(wire):
+    create_topic(wire, "txw-data", partitions=1)
+    pid, epoch = _begin(wire, "txw-1")
+    assert epoch == 0
+    assert T.add_partitions(wire, "txw-1", pid, epoch, [("txw-data", 0)]) == {
+        ("txw-data", 0): E.NONE}
+    assert T.produce(wire, "txw-1", "txw-data", 0,
+                     T.txn_batch(pid, epoch, 0, [b"c1", b"c2"]))["error_code"] == E.NONE
+    # open: the last stable offset holds at the transaction's first offset
+    assert T.latest_offset(wire, "txw-data", committed=True) == 0
+    assert T.latest_offset(wire, "txw-data", committed=False) == 2
+    assert _values(T.fetch(wire, "txw-data", committed=True)) == []
+    assert T.end_txn_settled(wire, "txw-1", pid, epoch, True) == E.NONE
+    # the marker follows the data: last stable offset past it
+    assert T.latest_offset(wire, "txw-data", committed=True) == 3
+    # a second transaction, aborted
+    assert T.add_partitions(wire, "txw-1", pid, epoch, [("txw-data", 0)])[("txw-data", 0)] == 0
+    assert T.produce(wire, "txw-1", "txw-data", 0,
+                     T.txn_batch(pid, epoch, 2, [b"a1"]))["error_code"] == E.NONE
+    assert T.end_txn_settled(wire, "txw-1", pid, epoch, False) == E.NONE
+    committed = T.fetch(wire, "txw-data", committed=True)
+    assert committed["last_stable_offset"] == committed["high_watermark"] == 5
+    assert committed["aborted_transactions"] == [{"producer_id": pid, "first_offset": 3}]
+    # the records are all there; the consumer drops the aborted ones itself
+    assert _values(committed) == [b"c1", b"c2", b"a1"]
+    plain = T.fetch(wire, "txw-data", committed=False)
+    assert plain["aborted_transactions"] is None
+
+
+@pytest.mark.parametrize("version, code, message", [
+    (9, E.INVALID_TXN_STATE, "Partition was not added to the transaction"),
+    (10, E.INVALID_TXN_STATE, "Partition was not added to the transaction"),
+    (11, E.TRANSACTION_ABORTABLE, None),
+])
+def test_a_write_to_a_partition_not_in_the_transaction_is_refused(wire, version, code,
+                                                                   message):
+    topic = f"txw-unadded-{version}"
+    create_topic(wire, topic, partitions=2)
+    pid, epoch = _begin(wire, f"txw-unadded-{version}")
+    T.add_partitions(wire, f"txw-unadded-{version}", pid, epoch, [(topic, 0)])
+    refused = T.produce(wire, f"txw-unadded-{version}", topic, 1,
+                        T.txn_batch(pid, epoch, 0, [b"x"]), version=version)
+    assert refused["error_code"] == code
+    if version >= 8:
+        assert refused["error_message"] == message
+    assert T.fetch(wire, topic, 1, committed=False)["high_watermark"] == 0
+    # without a transactional id at all: Kafka's authorization answer
+    assert T.produce(wire, None, topic, 0, T.txn_batch(pid, epoch, 0, [b"x"]))[
+        "error_code"] == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_a_plain_batch_during_the_producers_transaction_is_refused(wire):
+    create_topic(wire, "txw-plain")
+    pid, epoch = _begin(wire, "txw-plain")
+    T.add_partitions(wire, "txw-plain", pid, epoch, [("txw-plain", 0)])
+    assert T.produce(wire, "txw-plain", "txw-plain", 0,
+                     T.txn_batch(pid, epoch, 0, [b"t"]))["error_code"] == E.NONE
+    assert T.produce(wire, "txw-plain", "txw-plain", 0,
+                     T.txn_batch(pid, epoch, 1, [b"p"], transactional=False))[
+        "error_code"] == E.INVALID_TXN_STATE
+
+
+def test_add_partitions_refuses_unknown_and_internal_topics_before_the_coordinator(wire):
+    create_topic(wire, "txw-add")
+    pid, epoch = _begin(wire, "txw-add")
+    answer = T.add_partitions(wire, "txw-add", pid, epoch,
+                              [("txw-add", 0), ("txw-add", 7), ("__consumer_offsets", 0)])
+    assert answer == {("txw-add", 0): E.OPERATION_NOT_ATTEMPTED,
+                      ("txw-add", 7): E.UNKNOWN_TOPIC_OR_PARTITION,
+                      ("__consumer_offsets", 0): E.TOPIC_AUTHORIZATION_FAILED}
+    # nothing was added: EndTxn finds no transaction
+    assert T.end_txn(wire, "txw-add", pid, epoch, True) == E.INVALID_TXN_STATE
+
+
+def test_the_coordinator_answers_each_state_as_kafka(wire):
+    create_topic(wire, "txw-states")
+    pid, epoch = _begin(wire, "txw-states")
+    assert T.end_txn(wire, "txw-states", pid, epoch, True) == E.INVALID_TXN_STATE  # Empty
+    assert T.end_txn(wire, "txw-states", pid + 1, epoch, True) == E.INVALID_PRODUCER_ID_MAPPING
+    assert T.end_txn(wire, "txw-states", pid, epoch + 1, True) == E.PRODUCER_FENCED
+    assert T.end_txn(wire, "txw-states", pid, epoch + 1, True, version=1) == \
+        E.INVALID_PRODUCER_EPOCH
+    assert T.end_txn(wire, "nobody", pid, epoch, True) == E.INVALID_PRODUCER_ID_MAPPING
+    assert T.add_partitions(wire, "txw-states", pid, epoch + 1, [("txw-states", 0)]) == {
+        ("txw-states", 0): E.PRODUCER_FENCED}
+    assert T.add_partitions(wire, "txw-states", pid, epoch + 1, [("txw-states", 0)],
+                            version=1) == {("txw-states", 0): E.INVALID_PRODUCER_EPOCH}
+    T.add_partitions(wire, "txw-states", pid, epoch, [("txw-states", 0)])
+    assert T.end_txn_settled(wire, "txw-states", pid, epoch, True) == E.NONE
+    # CompleteCommit: a retried commit is fine, an abort is not
+    assert T.end_txn(wire, "txw-states", pid, epoch, True) == E.NONE
+    assert T.end_txn(wire, "txw-states", pid, epoch, False) == E.INVALID_TXN_STATE
+    # too long a timeout
+    assert wire.call(22, 4, {"transactional_id": "txw-states",
+                             "transaction_timeout_ms": 900_001})["error_code"] == \
+        E.INVALID_TRANSACTION_TIMEOUT
+
+
+def test_a_new_producer_instance_fences_the_old_and_aborts_its_transaction(wire):
+    create_topic(wire, "txw-fence")
+    pid, epoch = _begin(wire, "txw-fence")
+    T.add_partitions(wire, "txw-fence", pid, epoch, [("txw-fence", 0)])
+    T.produce(wire, "txw-fence", "txw-fence", 0, T.txn_batch(pid, epoch, 0, [b"zombie"]))
+    # the new instance's first InitProducerId is told to ask again while the
+    # old transaction is aborted, then gets the id with an epoch bumped twice
+    told = wire.call(22, 4, {"transactional_id": "txw-fence", "transaction_timeout_ms": 60_000})
+    assert told["error_code"] == E.CONCURRENT_TRANSACTIONS
+    again = T.init_producer(wire, "txw-fence")
+    assert (again["error_code"], again["producer_id"], again["producer_epoch"]) == (
+        E.NONE, pid, epoch + 2)
+    # the old instance is fenced everywhere
+    assert T.end_txn(wire, "txw-fence", pid, epoch, True) == E.PRODUCER_FENCED
+    assert T.produce(wire, "txw-fence", "txw-fence", 0,
+                     T.txn_batch(pid, epoch, 1, [b"late"]))["error_code"] == \
+        E.INVALID_PRODUCER_EPOCH
+    part = T.fetch(wire, "txw-fence", committed=True)
+    assert part["aborted_transactions"] == [{"producer_id": pid, "first_offset": 0}]
+    assert part["last_stable_offset"] == part["high_watermark"] == 2
+
+
+def test_a_retried_epoch_bump_gets_the_same_answer(wire):
+    pid, epoch = _begin(wire, "txw-kip360")
+    bumped = T.init_producer(wire, "txw-kip360", producer_id=pid, producer_epoch=epoch)
+    assert (bumped["producer_id"], bumped["producer_epoch"]) == (pid, epoch + 1)
+    retried = T.init_producer(wire, "txw-kip360", producer_id=pid, producer_epoch=epoch)
+    assert (retried["producer_id"], retried["producer_epoch"]) == (pid, epoch + 1)
+    stale = T.init_producer(wire, "txw-kip360", producer_id=pid + 1, producer_epoch=epoch)
+    assert stale["error_code"] == E.PRODUCER_FENCED
+    assert T.init_producer(wire, "txw-kip360", producer_id=pid + 1, producer_epoch=epoch,
+                           version=3)["error_code"] == E.INVALID_PRODUCER_EPOCH
+
+
+def test_offsets_committed_in_a_transaction_count_only_once_it_commits(wire):
+    create_topic(wire, "txw-offsets")
+    pid, epoch = _begin(wire, "txw-offsets")
+    group = "txw-offsets-group"
+    assert wire.call(25, 3, {"transactional_id": "txw-offsets", "producer_id": pid,
+                             "producer_epoch": epoch, "group_id": group})["error_code"] == 0
+
+    def txn_commit(offset, version=3):
+        answer = wire.call(28, version, {
+            "transactional_id": "txw-offsets", "group_id": group, "producer_id": pid,
+            "producer_epoch": epoch, "topics": [{"name": "txw-offsets", "partitions": [
+                {"partition_index": 0, "committed_offset": offset,
+                 "committed_metadata": ""}]}]})
+        return answer["topics"][0]["partitions"][0]["error_code"]
+
+    def fetched(stable=True):
+        answer = wire.call(9, 7, {"group_id": group, "require_stable": stable, "topics": [
+            {"name": "txw-offsets", "partition_indexes": [0]}]})
+        part = answer["topics"][0]["partitions"][0]
+        return part["error_code"], part["committed_offset"]
+
+    assert txn_commit(42) == E.NONE
+    assert fetched() == (E.UNSTABLE_OFFSET_COMMIT, -1)
+    assert fetched(stable=False) == (E.NONE, -1)
+    assert T.end_txn_settled(wire, "txw-offsets", pid, epoch, True) == E.NONE
+    assert fetched() == (E.NONE, 42)
+    # the next transaction's commit is dropped by its abort
+    wire.call(25, 3, {"transactional_id": "txw-offsets", "producer_id": pid,
+                      "producer_epoch": epoch, "group_id": group})
+    assert txn_commit(99) == E.NONE
+    assert T.end_txn_settled(wire, "txw-offsets", pid, epoch, False) == E.NONE
+    assert fetched() == (E.NONE, 42)
+    # without AddOffsetsToTxn first: refused, by version
+    assert txn_commit(7, version=3) == E.INVALID_TXN_STATE
+    assert txn_commit(7, version=4) == E.TRANSACTION_ABORTABLE

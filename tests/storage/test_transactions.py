@@ -1,0 +1,157 @@
+"""Transactions in a partition log: open transactions and the last stable
+offset, end markers, the aborted transactions a read_committed fetch is given,
+their rebuilding after a restart, and compaction that never lets an aborted
+record stand for a key."""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol.records import Record, build_batch, decode_batch, decode_control_record, iter_entries
+from protocol.records import batch_header
+from storage import LogConfig, PartitionLog
+from storage.errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    TransactionCoordinatorFencedError,
+)
+from storage.producer_state import ABORT, COMMIT, AbortedTxn
+from tests.storage.helpers import all_records
+
+
+def txn_batch(pid, seq, values, *, epoch=0, keys=None, transactional=True, ts=1_000):
+    recs = [Record(None, ts + i, keys[i] if keys else None, v) for i, v in enumerate(values)]
+    return build_batch(recs, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                       transactional=transactional)
+
+
+def test_an_open_transaction_holds_the_last_stable_offset_until_its_marker(tmp_path):
+    plog = PartitionLog(str(tmp_path / "t-0"))
+    plog.append(txn_batch(-1, -1, [b"plain"], transactional=False))
+    assert plog.last_stable_offset == 1
+    plog.append(txn_batch(7, 0, [b"a", b"b"]))
+    plog.append(txn_batch(8, 0, [b"c"]))
+    plog.append(txn_batch(7, 2, [b"d"]))
+    assert plog.high_watermark == 5
+    assert plog.last_stable_offset == 1  # producer 7's transaction began at 1
+    info = plog.append_marker(7, 0, True, coordinator_epoch=0, now_ms=2_000)
+    assert info.first_offset == info.last_offset == 5
+    assert plog.last_stable_offset == 3  # producer 8's, at 3, is still open
+    plog.append_marker(8, 0, False, coordinator_epoch=0, now_ms=2_000)
+    assert plog.last_stable_offset == plog.high_watermark == 7
+    # the markers are control batches of Kafka's layout
+    kinds = []
+    for data in plog.batches():
+        for pos, _size, _magic in iter_entries(data):
+            header = batch_header(data, pos)
+            if header.is_control:
+                record = decode_batch(data, pos, verify=True).records[0]
+                kinds.append((header.producer_id, header.is_transactional,
+                              decode_control_record(record)))
+    assert kinds == [(7, True, (COMMIT, 0)), (8, True, (ABORT, 0))]
+
+
+def test_an_abort_is_given_to_the_reads_that_overlap_it(tmp_path):
+    plog = PartitionLog(str(tmp_path / "t-0"))
+    plog.append(txn_batch(7, 0, [b"a", b"b"]))          # 0-1
+    plog.append(txn_batch(9, 0, [b"x"]))                # 2, still open when 7 aborts
+    plog.append_marker(7, 0, False, coordinator_epoch=3)  # 3
+    plog.append(txn_batch(-1, -1, [b"p"], transactional=False))  # 4
+    plog.append_marker(9, 0, True, coordinator_epoch=3)  # 5
+    aborted = AbortedTxn(producer_id=7, first_offset=0, last_offset=3, last_stable_offset=2)
+    assert plog.aborted_transactions(0, 6) == [aborted]
+    assert plog.aborted_transactions(3, 4) == [aborted]  # the marker itself overlaps
+    assert plog.aborted_transactions(4, 6) == []          # after its marker
+    # a transaction that begins past the range is not given either
+    plog.append(txn_batch(7, 0, [b"c"], epoch=1))      # 6
+    plog.append_marker(7, 1, False, coordinator_epoch=3)  # 7
+    assert [t.first_offset for t in plog.aborted_transactions(4, 6)] == []
+    assert [t.first_offset for t in plog.aborted_transactions(4, 7)] == [6]
+
+
+def test_a_plain_batch_during_its_producers_transaction_is_refused(tmp_path):
+    plog = PartitionLog(str(tmp_path / "t-0"))
+    plog.append(txn_batch(7, 0, [b"a"]))
+    with pytest.raises(InvalidTxnStateError, match="Expected transactional write from producer 7"):
+        plog.append(txn_batch(7, 1, [b"b"], transactional=False))
+    assert plog.log_end_offset == 1
+    plog.append_marker(7, 0, True, coordinator_epoch=0)
+    plog.append(txn_batch(7, 1, [b"b"], transactional=False))  # after the end: fine
+    assert plog.log_end_offset == 3
+
+
+def test_markers_from_an_older_epoch_or_coordinator_are_refused(tmp_path):
+    plog = PartitionLog(str(tmp_path / "t-0"))
+    plog.append(txn_batch(7, 0, [b"a"], epoch=2))
+    with pytest.raises(InvalidProducerEpochError):
+        plog.append_marker(7, 1, True, coordinator_epoch=0)
+    plog.append_marker(7, 2, False, coordinator_epoch=5)
+    plog.append(txn_batch(7, 0, [b"b"], epoch=3))
+    with pytest.raises(TransactionCoordinatorFencedError):
+        plog.append_marker(7, 3, True, coordinator_epoch=4)
+    assert plog.log_end_offset == 3
+    assert plog.last_stable_offset == 2  # still open after the refusals
+    # a marker of a bumped epoch (the coordinator's fencing abort) is taken
+    plog.append_marker(7, 4, False, coordinator_epoch=5)
+    assert plog.last_stable_offset == plog.log_end_offset
+
+
+def test_open_and_aborted_transactions_are_rebuilt_after_a_restart(tmp_path):
+    path = str(tmp_path / "t-0")
+    plog = PartitionLog(path)
+    plog.append(txn_batch(7, 0, [b"a"]))
+    plog.append_marker(7, 0, False, coordinator_epoch=1)
+    plog.append(txn_batch(8, 0, [b"b"]))
+    plog.close()
+    again = PartitionLog(path, clean_shutdown=True)
+    assert not again.producers_loaded
+    again._scan_producers()
+    assert again.last_stable_offset == 2
+    assert again.aborted_transactions(0, 3) == [AbortedTxn(7, 0, 1, 2)]
+    with pytest.raises(InvalidTxnStateError):
+        again.append(txn_batch(8, 1, [b"c"], transactional=False))
+    again.append_marker(8, 0, True, coordinator_epoch=1)
+    assert again.last_stable_offset == again.log_end_offset == 4
+
+
+def test_retention_forgets_aborts_below_the_log_start_but_not_open_transactions(tmp_path):
+    plog = PartitionLog(str(tmp_path / "t-0"))
+    plog.append(txn_batch(7, 0, [b"a"]))
+    plog.append_marker(7, 0, False, coordinator_epoch=0)
+    plog.append(txn_batch(8, 0, [b"b"]))
+    plog.append(txn_batch(-1, -1, [b"p"], transactional=False))
+    plog.advance_log_start_offset(3)
+    plog.producers.truncate_head(plog.log_start_offset)
+    assert plog.aborted_transactions(0, 10) == []
+    assert plog.last_stable_offset == 2  # producer 8's transaction is still open
+    assert plog.producers.entry(8) is not None
+
+
+def test_compaction_keeps_the_committed_value_of_a_key_an_abort_wrote_later(tmp_path):
+    config = LogConfig(segment_bytes=400, cleanup_policy="compact")
+    plog = PartitionLog(str(tmp_path / "t-0"), config)
+    plog.append(txn_batch(-1, -1, [b"committed"], keys=[b"k"], transactional=False))
+    plog.append(txn_batch(7, 0, [b"aborted"], keys=[b"k"]))
+    plog.append_marker(7, 0, False, coordinator_epoch=0)
+    for i in range(30):  # fill segments past the transaction
+        plog.append(txn_batch(-1, -1, [b"x" * 40], keys=[b"other%d" % (i % 3)],
+                              transactional=False))
+    plog.roll()
+    assert plog.compact(now_ms=10_000, force=True) is not None
+    values = {key: value for _o, _t, key, value in all_records(plog)}
+    assert values[b"k"] == b"committed"
+    assert b"aborted" not in [v for *_x, v in all_records(plog)]
+
+
+def test_compaction_stops_at_an_open_transaction(tmp_path):
+    config = LogConfig(segment_bytes=400, cleanup_policy="compact")
+    plog = PartitionLog(str(tmp_path / "t-0"), config)
+    plog.append(txn_batch(-1, -1, [b"old"], keys=[b"k"], transactional=False))
+    plog.append(txn_batch(7, 0, [b"pending"], keys=[b"k"]))  # may still be aborted
+    for i in range(30):
+        plog.append(txn_batch(-1, -1, [b"x" * 40], keys=[b"k2"], transactional=False))
+    plog.roll()
+    plog.compact(now_ms=10_000, force=True)
+    records = all_records(plog)
+    assert (0, 1_000, b"k", b"old") in records  # not shadowed by the open transaction
+    assert any(v == b"pending" for *_x, v in records)
