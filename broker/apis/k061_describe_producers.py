@@ -2,8 +2,9 @@
 for remembers (``kafka-transactions describe-producers``): producer id,
 epoch, last sequence and the last timestamp of its batches, as the
 partition's producer state holds them (rebuilt from the log in a worker
-after a restart, before it is answered).  No transaction is ever open
-(kcoord serves none): coordinator epoch -1 and no transaction start offset.
+after a restart, before it is answered), with the coordinator epoch of its
+last end marker (-1 before any) and the first offset of its open
+transaction (-1 if none).
 An unknown partition of a known topic answers UNKNOWN_TOPIC_OR_PARTITION
 without a message, an unknown topic with Kafka's message."""
 
@@ -37,7 +38,8 @@ async def describe_producers(ctx, request):
                     answer["active_producers"] = [
                         {"producer_id": pid, "producer_epoch": entry.epoch,
                          "last_sequence": entry.last_seq, "last_timestamp": entry.last_timestamp,
-                         "coordinator_epoch": -1, "current_txn_start_offset": -1}
+                         "coordinator_epoch": entry.coordinator_epoch,
+                         "current_txn_start_offset": entry.txn_first_offset}
                         for pid, entry in sorted(plog.producers.producers.items())]
             partitions.append(answer)
         topics.append({"name": t.name, "partitions": partitions})

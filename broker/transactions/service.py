@@ -88,6 +88,23 @@ class TransactionService:
         return self.runtime.read(self.partition_for(transactional_id), TransactionShard.verify,
                                  transactional_id, producer_id, producer_epoch, list(partitions))
 
+    # -- what the tools read --------------------------------------------------------------
+
+    def describe(self, transactional_id: str):
+        """``(error, metadata or None)`` of one transactional id."""
+        return self.runtime.read(self.partition_for(transactional_id),
+                                 TransactionShard.describe, transactional_id)
+
+    def listing(self):
+        """``(error, [metadata])`` of every transactional id held."""
+        if self.runtime.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
+        return ErrorCode.NONE, [meta for _p, shard in self.runtime.active()
+                                for meta in shard.listing()]
+
+    def now(self) -> int:
+        return self.runtime.now()
+
     # -- the end markers -----------------------------------------------------------------
 
     def _effects(self, partition: int, effects: list) -> None:

@@ -209,3 +209,49 @@ def test_offsets_committed_in_a_transaction_count_only_once_it_commits(wire):
     # without AddOffsetsToTxn first: refused, by version
     assert txn_commit(7, version=3) == E.INVALID_TXN_STATE
     assert txn_commit(7, version=4) == E.TRANSACTION_ABORTABLE
+
+
+def test_the_tools_see_each_transaction(wire):
+    create_topic(wire, "txw-tools", partitions=2)
+    pid, epoch = _begin(wire, "txw-tools-open")
+    T.add_partitions(wire, "txw-tools-open", pid, epoch, [("txw-tools", 1), ("txw-tools", 0)])
+    T.produce(wire, "txw-tools-open", "txw-tools", 1, T.txn_batch(pid, epoch, 0, [b"x"]))
+    done_pid, _e = _begin(wire, "txw-tools-idle")
+    described = wire.call(65, 0, {"transactional_ids": [
+        "txw-tools-open", "txw-tools-idle", "txw-tools-nobody", ""]})["transaction_states"]
+    open_, idle, nobody, empty = described
+    assert (open_["error_code"], open_["transaction_state"], open_["producer_id"],
+            open_["producer_epoch"], open_["transaction_timeout_ms"]) == (
+        E.NONE, "Ongoing", pid, epoch, 60_000)
+    assert open_["transaction_start_time_ms"] > 0
+    assert open_["topics"] == [{"topic": "txw-tools", "partitions": [0, 1]}]
+    assert (idle["transaction_state"], idle["transaction_start_time_ms"], idle["topics"]) == (
+        "Empty", -1, [])
+    assert nobody["error_code"] == E.TRANSACTIONAL_ID_NOT_FOUND
+    assert empty["error_code"] == E.INVALID_REQUEST
+
+    def listed(**filters):
+        body = {"state_filters": [], "producer_id_filters": [], "duration_filter": -1,
+                "transactional_id_pattern": None, **filters}
+        answer = wire.call(66, 2, body)
+        return answer["error_code"], answer["unknown_state_filters"], sorted(
+            (t["transactional_id"], t["transaction_state"]) for t in answer["transaction_states"]
+            if t["transactional_id"].startswith("txw-tools"))
+
+    assert listed() == (0, [], [("txw-tools-idle", "Empty"), ("txw-tools-open", "Ongoing")])
+    assert listed(state_filters=["Ongoing", "Nonsense"]) == (
+        0, ["Nonsense"], [("txw-tools-open", "Ongoing")])
+    assert listed(producer_id_filters=[done_pid]) == (0, [], [("txw-tools-idle", "Empty")])
+    assert listed(transactional_id_pattern="txw-tools-o.*") == (
+        0, [], [("txw-tools-open", "Ongoing")])
+    assert listed(transactional_id_pattern="txw-tools-o") == (0, [], [])  # the whole id
+    assert listed(transactional_id_pattern="(")[0] == E.INVALID_REGULAR_EXPRESSION
+    assert listed(duration_filter=3_600_000) == (0, [], [("txw-tools-idle", "Empty")])
+    producers = wire.call(61, 0, {"topics": [{"name": "txw-tools", "partition_indexes": [1]}]})
+    (active,) = producers["topics"][0]["partitions"][0]["active_producers"]
+    assert (active["producer_id"], active["current_txn_start_offset"],
+            active["coordinator_epoch"]) == (pid, 0, -1)
+    assert T.end_txn_settled(wire, "txw-tools-open", pid, epoch, True) == E.NONE
+    producers = wire.call(61, 0, {"topics": [{"name": "txw-tools", "partition_indexes": [1]}]})
+    (active,) = producers["topics"][0]["partitions"][0]["active_producers"]
+    assert (active["current_txn_start_offset"], active["coordinator_epoch"]) == (-1, 0)

@@ -166,7 +166,10 @@ def test_kafka_broker_api_versions(tools, make_broker):
     assert re.search(r"JoinGroup\(11\): 0 to 9 \[usable: 9\]", out)
     assert re.search(r"OffsetCommit\(8\): 1 to 10 \[usable: 10\]", out)
     assert re.search(r"DeleteRecords\(21\): 0 to 2 \[usable: 2\]", out)
-    assert re.search(r"TxnOffsetCommit\(28\): UNSUPPORTED", out)
+    assert re.search(r"AddPartitionsToTxn\(24\): 0 to 5 \[usable: 5\]", out)
+    assert re.search(r"EndTxn\(26\): 0 to 5 \[usable: 5\]", out)
+    assert re.search(r"TxnOffsetCommit\(28\): 0 to 6 \[usable: 6\]", out)
+    assert re.search(r"ListTransactions\(66\): 0 to 2 \[usable: 2\]", out)
 
 
 def test_dump_log_segments_reads_every_segment_kcoord_writes(tools, make_broker, tmp_path):
@@ -835,3 +838,100 @@ def test_kafka_delete_records_moves_the_log_start(tools, make_broker, scratch_ka
     assert "partition: <topic>-1\tlow_watermark: 6" in ours
     assert ours[-4:] == ["<topic>:0:4 <topic>:1:6", "<topic>:0:6 <topic>:1:6"] * 2
     assert ours == theirs
+
+
+def _transactions_session(bootstrap: str, topic: str, txn_id: str) -> dict:
+    """kafka-producer-perf-test with a transactional id, then kafka-transactions
+    list, describe and describe-producers, as a user runs them."""
+    server = ("--bootstrap-server", bootstrap)
+    perf = _run("org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
+                "--num-records", "2000", "--record-size", "50", "--throughput", "-1",
+                "--transactional-id", txn_id, "--transaction-duration-ms", "100",
+                "--producer-props", f"bootstrap.servers={bootstrap}")
+    listed = _run("org.apache.kafka.tools.TransactionsCommand", *server, "list")
+    rows = [line.split() for line in listed.strip().splitlines()]
+    mine = [row for row in rows[1:] if row[0] == txn_id]
+    described = _run("org.apache.kafka.tools.TransactionsCommand", *server, "describe",
+                     "--transactional-id", txn_id)
+    drows = [[cell.strip() for cell in line.split("\t")] for line in described.splitlines()
+             if line.strip()]
+    producers = _run("org.apache.kafka.tools.TransactionsCommand", *server,
+                     "describe-producers", "--topic", topic, "--partition", "0")
+    prows = [line.split() for line in producers.strip().splitlines()]
+    consumed = _run("org.apache.kafka.tools.consumer.ConsoleConsumer", *server, "--topic", topic,
+                    "--from-beginning", "--isolation-level", "read_committed",
+                    "--max-messages", "2000", "--timeout-ms", "30000")
+    return {
+        "sent": re.search(r"^2000 records sent", perf, re.M) is not None,
+        "list_header": rows[0],
+        "listed": [(row[0], row[-1]) for row in mine],
+        "describe_header": drows[0],
+        "described": dict(zip(drows[0], drows[1])),
+        "producers_header": prows[0],
+        "producer_rows": len(prows) - 1,
+        "producer_txn_start": [row[-1] for row in prows[1:]],
+        "read_committed": len([line for line in consumed.splitlines() if line.strip()]),
+    }
+
+
+def test_transaction_tools_answer_as_on_kafka(tools, make_broker, scratch_kafka):
+    """kafka-producer-perf-test --transactional-id writes in transactions; then
+    kafka-transactions lists and describes the id, describe-producers shows the
+    producer with no open transaction, and a read_committed console consumer
+    reads all 2,000 records: as on Kafka."""
+    import uuid
+
+    suffix = uuid.uuid4().hex[:8]
+    ours = _transactions_session(make_broker().bootstrap, f"perf-txn-{suffix}",
+                                 f"perf-{suffix}")
+    theirs = _transactions_session(scratch_kafka.bootstrap, f"perf-txn-{suffix}",
+                                   f"perf-{suffix}")
+    assert ours["sent"] and ours["read_committed"] == 2000
+    assert ours["listed"] == [(f"perf-{suffix}", "CompleteCommit")]
+    assert ours["described"]["TransactionState"] == "CompleteCommit"
+    assert ours["producer_txn_start"] == ["None"]
+    # The epoch too: Kafka 4.4 finalizes transaction.version 2, under which the
+    # Java producer's every transaction end bumps it; kcoord serves version 1.
+    for volatile in ("ProducerId", "CurrentTransactionStartTimeMs", "TransactionDurationMs",
+                     "ProducerEpoch"):
+        ours["described"].pop(volatile, None)
+        theirs["described"].pop(volatile, None)
+    assert ours == theirs
+
+
+def test_dump_log_segments_reads_transactions_kcoord_writes(tools, make_broker):
+    """DumpLogSegments shows kcoord's end markers as Kafka writes them, and its
+    transaction log decoder reads ``__transaction_state``."""
+    from tests.broker import txn_ops as T
+    from protocol.client import WireClient
+    from tests.broker.wire_ops import create_topic
+
+    node = make_broker()
+    with WireClient.to(node.bootstrap) as wire:
+        create_topic(wire, "dumped-txn")
+        T.find_coordinator(wire, "dump-txn")
+        answer = T.init_producer(wire, "dump-txn")
+        pid, epoch = answer["producer_id"], answer["producer_epoch"]
+        T.add_partitions(wire, "dump-txn", pid, epoch, [("dumped-txn", 0)])
+        T.produce(wire, "dump-txn", "dumped-txn", 0, T.txn_batch(pid, epoch, 0, [b"a", b"b"]))
+        assert T.end_txn_settled(wire, "dump-txn", pid, epoch, False) == 0
+    node.stop()
+    data = node.config.data_dir / "dumped-txn-0"
+    dumped = _run("org.apache.kafka.tools.DumpLogSegments", "--deep-iteration", "--files",
+                  str(sorted(data.glob("*.log"))[0]))
+    assert re.search(rf"count: 2 baseSequence: 0 lastSequence: 1 producerId: {pid} "
+                     rf"producerEpoch: {epoch} partitionLeaderEpoch: 0 isTransactional: true "
+                     r"isControl: false", dumped)
+    assert re.search(rf"count: 1 baseSequence: -1 lastSequence: -1 producerId: {pid} "
+                     rf"producerEpoch: {epoch} partitionLeaderEpoch: 0 isTransactional: true "
+                     r"isControl: true", dumped)
+    assert "| offset: 2 " in dumped and "endTxnMarker: ABORT coordinatorEpoch: 0" in dumped
+    state = [p for p in node.config.data_dir.glob("__transaction_state-*")
+             if any(f.stat().st_size for f in p.glob("*.log"))]
+    (folder,) = state
+    decoded = _run("org.apache.kafka.tools.DumpLogSegments", "--transaction-log-decoder",
+                   "--files", str(sorted(folder.glob("*.log"))[0]))
+    assert "Exception" not in decoded
+    assert decoded.count('key: {"type":"0","data":{"transactionalId":"dump-txn"}}') == 4
+    statuses = re.findall(r'"transactionStatus":"(\w+)"', decoded)
+    assert statuses == ["Empty", "Ongoing", "PrepareAbort", "CompleteAbort"]

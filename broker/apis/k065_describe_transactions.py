@@ -1,0 +1,42 @@
+"""DescribeTransactions (key 65), version 0 (``kafka-transactions describe``).
+
+Each transactional id as its coordinator holds it: the state's name, timeout,
+start time (-1 when no transaction is open), producer id and epoch, and the
+partitions of the open transaction.  An empty id: INVALID_REQUEST; an id the
+coordinator does not know (or one expired): TRANSACTIONAL_ID_NOT_FOUND; a
+partition still loading: COORDINATOR_LOAD_IN_PROGRESS.
+"""
+
+from __future__ import annotations
+
+from broker.apis import api
+from protocol.errors import ErrorCode
+
+
+def _describe(broker, transactional_id: str) -> dict:
+    answer = {"error_code": ErrorCode.NONE, "transactional_id": transactional_id,
+              "transaction_state": "", "transaction_timeout_ms": 0,
+              "transaction_start_time_ms": -1, "producer_id": -1, "producer_epoch": -1,
+              "topics": []}
+    if not transactional_id:
+        answer["error_code"] = ErrorCode.INVALID_REQUEST
+        return answer
+    code, meta = broker.transactions.describe(transactional_id)
+    if meta is None:
+        answer["error_code"] = code
+        return answer
+    topics: dict[str, list[int]] = {}
+    for topic, partition in sorted(meta.partitions):
+        topics.setdefault(topic, []).append(partition)
+    answer.update(transaction_state=meta.state.display, transaction_timeout_ms=meta.timeout_ms,
+                  transaction_start_time_ms=meta.start_ms, producer_id=meta.producer_id,
+                  producer_epoch=meta.producer_epoch,
+                  topics=[{"topic": t, "partitions": ps} for t, ps in topics.items()])
+    return answer
+
+
+@api(key=65, versions=(0, 0))
+def describe_transactions(ctx, request):
+    return {"throttle_time_ms": 0, "transaction_states": [
+        _describe(ctx.broker, transactional_id)
+        for transactional_id in request.transactional_ids]}

@@ -1,0 +1,235 @@
+"""The transaction coordinator's core (one ``__transaction_state`` shard) driven
+with a manual clock: each state change is written before it takes effect,
+ends ask for markers, timeouts abort with a fencing epoch, idle ids expire,
+and replaying the records written gives the live state."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from broker.runtime.outcome import Outcome
+from broker.runtime.timers import Deadlines, ManualClock, ShardTimers
+from broker.transactions.coordinator import (
+    MarkerJob,
+    TransactionShard,
+    TxnConfig,
+    replay,
+)
+from broker.transactions.metadata import TxnState
+from protocol import txn_records
+from protocol.errors import ErrorCode as E
+
+T0 = 1_700_000_000_000
+
+
+class Harness:
+    def __init__(self, **config):
+        self.clock = ManualClock(T0)
+        self.deadlines = Deadlines()
+        self.config = TxnConfig(**config)
+        self.shard = TransactionShard(self.config, now=T0, partition=3,
+                                      timers=ShardTimers(self.deadlines, 3))
+        self.answers: dict[int, list] = {}
+        self.pending = []
+        self.log: list[tuple[bytes, bytes | None]] = []
+        self.jobs: list[MarkerJob] = []
+        self._tickets = itertools.count()
+        self._pids = itertools.count(1000)
+
+    def _take(self, outcome: Outcome | None) -> None:
+        if outcome is None:
+            return
+        for ticket, answer in outcome.answers:
+            self.answers.setdefault(ticket, []).append(answer)
+        self.pending.extend(outcome.writes)
+        self.jobs.extend(outcome.effects)
+
+    def call(self, op, *args, settle=True):
+        ticket = next(self._tickets)
+        self._take(op(self.shard, ticket, *args, self.clock.now))
+        if settle:
+            self.settle()
+        got = self.answers.get(ticket)
+        return None if got is None else got[-1]
+
+    def settle(self, error=E.NONE) -> None:
+        while self.pending:
+            write = self.pending.pop(0)
+            if error == E.NONE:
+                self.log.extend(write.records)
+            self._take(write.done(error, self.clock.now))
+
+    def init(self, txn="t", timeout=60_000, pid=-1, epoch=-1):
+        return self.call(TransactionShard.init_producer_id, txn, timeout, pid, epoch,
+                         next(self._pids))
+
+    def add(self, txn, pid, epoch, *partitions):
+        return self.call(TransactionShard.add_partitions, txn, pid, epoch, list(partitions))
+
+    def end(self, txn, pid, epoch, commit):
+        return self.call(TransactionShard.end_txn, txn, pid, epoch, commit)
+
+    def markers_done(self):
+        jobs, self.jobs = self.jobs, []
+        for job in jobs:
+            self.call(TransactionShard.markers_written, job.transactional_id, job.producer_id,
+                      job.producer_epoch, job.commit)
+        return jobs
+
+    def fire_due(self) -> None:
+        for (_partition, key), payload in self.deadlines.pop_due(self.clock.now):
+            self._take(self.shard.fire(key, payload, self.clock.now))
+        self.settle()
+
+    def state(self, txn="t"):
+        return self.shard.ids[txn]
+
+
+def test_a_new_id_gets_a_producer_id_and_epoch_0_once_written():
+    h = Harness()
+    ticket_answer = h.call(TransactionShard.init_producer_id, "t", 60_000, -1, -1, 1000,
+                           settle=False)
+    assert ticket_answer is None  # not before its record is durable
+    # pending meanwhile
+    assert h.call(TransactionShard.add_partitions, "t", 1000, -1, [("a", 0)],
+                  settle=False) == E.CONCURRENT_TRANSACTIONS
+    h.settle()
+    assert h.answers[0] == [(E.NONE, 1000, 0)]
+    (key, value), = h.log
+    assert txn_records.decode_key(key) == "t"
+    assert txn_records.decode_value(value)["transaction_status"] == TxnState.EMPTY
+
+
+def test_a_failed_first_write_forgets_the_id():
+    h = Harness()
+    h.call(TransactionShard.init_producer_id, "t", 60_000, -1, -1, 1000, settle=False)
+    h.settle(E.NOT_LEADER_OR_FOLLOWER)
+    assert h.answers[0] == [(E.NOT_COORDINATOR, -1, -1)]
+    assert "t" not in h.shard.ids
+
+
+def test_a_transaction_from_begin_to_commit():
+    h = Harness()
+    _e, pid, epoch = h.init()
+    assert h.add("t", pid, epoch, ("a", 0), ("b", 1)) == E.NONE
+    assert h.state().state is TxnState.ONGOING and h.state().start_ms == T0
+    writes = len(h.log)
+    assert h.add("t", pid, epoch, ("a", 0)) == E.NONE
+    assert len(h.log) == writes  # nothing new: nothing written
+    assert h.end("t", pid, epoch, True) == E.NONE
+    assert h.state().state is TxnState.PREPARE_COMMIT
+    # until the markers are written, the id is busy
+    assert h.add("t", pid, epoch, ("a", 0)) == E.CONCURRENT_TRANSACTIONS
+    assert h.init()[0] == E.CONCURRENT_TRANSACTIONS
+    (job,) = h.markers_done()
+    assert (job.producer_id, job.producer_epoch, job.commit, job.partitions) == (
+        pid, epoch, True, (("a", 0), ("b", 1)))
+    assert h.state().state is TxnState.COMPLETE_COMMIT and h.state().partitions == set()
+    assert h.end("t", pid, epoch, True) == E.NONE  # a retry
+    assert h.end("t", pid, epoch, False) == E.INVALID_TXN_STATE
+
+
+def test_init_of_an_open_transaction_aborts_it_under_a_fencing_epoch():
+    h = Harness()
+    _e, pid, epoch = h.init()
+    h.add("t", pid, epoch, ("a", 0))
+    assert h.init() == (E.CONCURRENT_TRANSACTIONS, -1, -1)
+    (job,) = h.markers_done()
+    assert (job.commit, job.producer_epoch) == (False, epoch + 1)
+    assert h.init() == (E.NONE, pid, epoch + 2)
+    assert h.end("t", pid, epoch, True) == E.PRODUCER_FENCED
+
+
+def test_an_exhausted_epoch_takes_a_new_producer_id():
+    h = Harness()
+    _e, pid, _epoch = h.init()
+    h.state().producer_epoch = 32766
+    code, new_pid, epoch = h.init()
+    assert (code, epoch) == (E.NONE, 0) and new_pid != pid
+    assert h.state().previous_producer_id == pid
+
+
+def test_kip_360_bumps_and_their_retries():
+    h = Harness()
+    _e, pid, epoch = h.init()
+    assert h.init(pid=pid, epoch=epoch) == (E.NONE, pid, epoch + 1)
+    assert h.init(pid=pid, epoch=epoch) == (E.NONE, pid, epoch + 1)  # the same bump again
+    assert h.init(pid=pid + 7, epoch=epoch)[0] == E.PRODUCER_FENCED
+    assert h.init(pid=pid, epoch=epoch + 5)[0] == E.PRODUCER_FENCED
+
+
+def test_timeouts_bounds_and_unknown_ids():
+    h = Harness(max_timeout_ms=1000)
+    assert h.init(timeout=1001)[0] == E.INVALID_TRANSACTION_TIMEOUT
+    assert h.init(timeout=0)[0] == E.INVALID_TRANSACTION_TIMEOUT
+    assert h.add("nobody", 1, 0, ("a", 0)) == E.INVALID_PRODUCER_ID_MAPPING
+    assert h.end("nobody", 1, 0, True) == E.INVALID_PRODUCER_ID_MAPPING
+
+
+def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced():
+    h = Harness()
+    _e, pid, epoch = h.init(timeout=10_000)
+    h.add("t", pid, epoch, ("a", 0))
+    h.clock.advance(9_999)
+    h.fire_due()
+    assert h.state().state is TxnState.ONGOING
+    h.clock.advance(1)
+    h.fire_due()
+    assert h.state().state is TxnState.PREPARE_ABORT
+    (job,) = h.markers_done()
+    assert (job.commit, job.producer_epoch) == (False, epoch + 1)
+    assert h.state().state is TxnState.COMPLETE_ABORT
+    assert h.add("t", pid, epoch, ("a", 0)) == E.PRODUCER_FENCED
+    assert h.end("t", pid, epoch, False) == E.PRODUCER_FENCED
+
+
+def test_an_idle_id_expires_with_a_tombstone():
+    h = Harness(id_expiration_ms=60_000)
+    h.init()
+    h.clock.advance(59_999)
+    h.fire_due()
+    assert "t" in h.shard.ids
+    h.clock.advance(1)
+    h.fire_due()
+    assert "t" not in h.shard.ids
+    assert h.log[-1] == (txn_records.encode_key("t"), None)
+    assert h.init()[1:] == (1001, 0)  # a new producer id from scratch
+
+
+def test_verify_says_which_partitions_the_transaction_has():
+    h = Harness()
+    _e, pid, epoch = h.init()
+    h.add("t", pid, epoch, ("a", 0))
+    assert h.shard.verify("t", pid, epoch, [("a", 0), ("a", 1)]) == {
+        ("a", 0): E.NONE, ("a", 1): E.TRANSACTION_ABORTABLE}
+    assert h.shard.verify("t", pid, epoch + 1, [("a", 0)]) == {("a", 0): E.PRODUCER_FENCED}
+    assert h.shard.verify("t", pid + 1, epoch, [("a", 0)]) == {
+        ("a", 0): E.INVALID_PRODUCER_ID_MAPPING}
+
+
+@pytest.mark.parametrize("stop_at", ["empty", "ongoing", "prepare", "complete"])
+def test_replaying_the_records_gives_the_live_state(stop_at):
+    h = Harness()
+    _e, pid, epoch = h.init()
+    if stop_at != "empty":
+        h.add("t", pid, epoch, ("a", 0), ("b", 2))
+    if stop_at in ("prepare", "complete"):
+        h.end("t", pid, epoch, True)
+    if stop_at == "complete":
+        h.markers_done()
+    live = h.state()
+    loaded = replay(h.log)
+    again = loaded.ids["t"]
+    for field in ("producer_id", "producer_epoch", "timeout_ms", "state", "partitions",
+                  "start_ms", "last_update_ms"):
+        assert getattr(again, field) == getattr(live, field), field
+    # a partition loaded in a Prepare state writes its markers again, then completes
+    fresh = Harness()
+    outcome = fresh.shard.install(loaded, T0)
+    if stop_at == "prepare":
+        (job,) = outcome.effects
+        assert job.commit and job.partitions == (("a", 0), ("b", 2))
+    else:
+        assert outcome.effects == []
