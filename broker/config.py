@@ -368,6 +368,11 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("transaction.max.timeout.ms", INT, 900_000, validator=_positive),
     ConfigDef("transactional.id.expiration.ms", INT, 604_800_000, validator=_positive),
     ConfigDef("max.incremental.fetch.session.cache.slots", INT, 1000, validator=_nonneg),
+    ConfigDef("kcoord.transaction.version", INT, 2, validator=lambda v: None if 0 <= v <= 2
+              else "Value must be 0, 1 or 2",
+              doc="The transaction.version feature level (kcoord property; Kafka sets it with "
+                  "kafka-storage format --feature): 2, Kafka 4.4's, lets Java producers use "
+                  "the second transaction protocol (KIP-890); 1 or 0 keeps them to the first."),
     ConfigDef("kcoord.fsync.policy", STRING, "never", choices=("never", "batch", "always"),
               doc="When appends are fsynced before they are acknowledged (kcoord property)."),
 ]

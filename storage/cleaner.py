@@ -198,9 +198,12 @@ class _Aborted:
 
     def __init__(self, aborted) -> None:
         self.by_producer: dict[int, list[tuple[int, int]]] = {}
+        self.by_marker: dict[int, tuple[int, int, int, int]] = {}
         for txn in list(aborted):
             self.by_producer.setdefault(txn.producer_id, []).append(
                 (txn.first_offset, txn.last_offset))
+            self.by_marker[txn.last_offset] = (txn.producer_id, txn.first_offset,
+                                               txn.last_offset, txn.last_stable_offset)
 
     def __call__(self, header) -> bool:
         if not header.is_transactional or header.is_control:
@@ -244,7 +247,7 @@ def _group_segments(segments, max_bytes: int) -> list[list]:
 def _clean_group(plog, group, offset_map, now: int, stats: CleanStats, aborted=None):
     directory = plog.directory
     base = group[0].base_offset
-    for suffix in (".log.cleaned", ".index.cleaned", ".timeindex.cleaned"):
+    for suffix in (".log.cleaned", ".index.cleaned", ".timeindex.cleaned", ".txnindex.cleaned"):
         try:
             os.unlink(os.path.join(directory, segment_name(base) + suffix))
         except FileNotFoundError:
@@ -270,8 +273,12 @@ def _fill_cleaned(plog, group, offset_map, now: int, stats: CleanStats, out: Log
         is_last = n == len(batches) - 1
         if header.is_control:
             # Markers are kept: they are small, and a read_uncommitted reader or
-            # a replay still learns from them where a transaction ended.
+            # a replay still learns from them where a transaction ended; an
+            # abort's entry in the transaction index goes with it.
             out.append(data, header.last_offset, header.max_timestamp, header.last_offset)
+            txn = aborted.by_marker.get(header.base_offset) if aborted is not None else None
+            if txn is not None:
+                out.txn_index.append(*txn)
             continue
         batch = decode_batch(data, verify=False)
         stats.records_read += len(batch.records)
@@ -359,6 +366,7 @@ class _Swap:
         cleaned, prefix = self.cleaned, self.prefix
         cleaned.offset_index.rename(prefix + ".index.swap")
         cleaned.time_index.rename(prefix + ".timeindex.swap")
+        cleaned.txn_index.rename(prefix + ".txnindex.swap")
         os.rename(cleaned.log_path, prefix + ".log.swap")
         cleaned.log_path = prefix + ".log.swap"
         fsync_dir(self.directory)
@@ -376,6 +384,7 @@ class _Swap:
         cleaned, prefix = self.cleaned, self.prefix
         cleaned.offset_index.rename(prefix + ".index")
         cleaned.time_index.rename(prefix + ".timeindex")
+        cleaned.txn_index.rename(prefix + ".txnindex")
         os.rename(cleaned.log_path, prefix + ".log")
         cleaned.log_path = prefix + ".log"
         cleaned.suffix = ""
@@ -400,8 +409,9 @@ def complete_interrupted_swaps(directory: str) -> None:
 
     ``.cleaned`` files were never committed: delete them.  A ``.log.swap`` is a
     committed cleaned segment: delete the segments it replaces (those whose base
-    offset lies within its offsets), then give it its final name; its indexes are
-    rebuilt when the segment opens.  Stray index ``.swap`` files without their
+    offset lies within its offsets), then give it its final name, with its
+    ``.txnindex.swap`` if it has one; its other indexes are rebuilt when the
+    segment opens.  Stray index ``.swap`` files without their
     ``.log.swap`` and ``.deleted`` files are removed.
     """
     names = os.listdir(directory)
@@ -428,6 +438,9 @@ def complete_interrupted_swaps(directory: str) -> None:
                 os.unlink(os.path.join(directory, segment_name(base) + suffix))
             except FileNotFoundError:
                 pass
+        txn_swap = os.path.join(directory, segment_name(base) + ".txnindex.swap")
+        if os.path.exists(txn_swap):  # kept: the log alone cannot say what was aborted
+            os.rename(txn_swap, os.path.join(directory, segment_name(base) + ".txnindex"))
         os.rename(swap_path, os.path.join(directory, segment_name(base) + ".log"))
         log.warning("compaction_swap_completed", directory=directory, segment=segment_name(base))
 

@@ -1,10 +1,15 @@
-"""Kafka's sparse segment indexes: ``.index`` (offsets) and ``.timeindex`` (timestamps).
+"""Kafka's segment indexes: ``.index`` (offsets), ``.timeindex`` (timestamps)
+and ``.txnindex`` (aborted transactions).
 
 Entries are big-endian and strictly increasing:
 
 * ``.index``: int32 offset relative to the segment base + int32 byte position of a
   batch in the ``.log`` (OffsetIndex.java);
-* ``.timeindex``: int64 timestamp + int32 relative offset (TimeIndex.java).
+* ``.timeindex``: int64 timestamp + int32 relative offset (TimeIndex.java);
+* ``.txnindex``: one entry per transaction aborted by a marker in the segment:
+  int16 version 0, int64 producer id, first offset, last offset (the marker's)
+  and last stable offset (TransactionIndex.java, AbortedTxn.java).  Its file
+  exists only once it has an entry, as Kafka creates it lazily.
 
 Kafka preallocates index files and trims them to their used size when the
 segment stops being active; kcoord appends entries instead, which leaves the
@@ -20,6 +25,7 @@ from bisect import bisect_right
 
 from storage.layout import OFFSET_INDEX_ENTRY as _OFFSET_ENTRY
 from storage.layout import TIME_INDEX_ENTRY as _TIME_ENTRY
+from storage.layout import TXN_INDEX_ENTRY as _TXN_ENTRY
 
 
 class _Index:
@@ -222,3 +228,43 @@ class TimeIndex(_Index):
             if i and (ts[i] <= ts[i - 1] or rel[i] < rel[i - 1]):
                 return False
         return True
+
+
+class TransactionIndex(_Index):
+    entry_size = _TXN_ENTRY.size
+
+    def _load(self) -> None:
+        data = self._read_all()
+        # (producer id, first offset, last offset, last stable offset)
+        self.entries: list[tuple[int, int, int, int]] = [
+            _TXN_ENTRY.unpack_from(data, i)[1:] for i in range(0, len(data), self.entry_size)]
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def _clear(self) -> None:
+        self.entries = []
+
+    def append(self, producer_id: int, first_offset: int, last_offset: int,
+               last_stable_offset: int) -> None:
+        if self.entries and last_offset <= self.entries[-1][2]:
+            raise ValueError(f"aborted transaction ending at {last_offset} does not follow "
+                             f"the one ending at {self.entries[-1][2]}")
+        self._write(_TXN_ENTRY.pack(0, producer_id, first_offset, last_offset,
+                                    last_stable_offset), len(self) * self.entry_size)
+        self.entries.append((producer_id, first_offset, last_offset, last_stable_offset))
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop the entries of markers at or after ``offset``."""
+        keep = len(self.entries)
+        while keep and self.entries[keep - 1][2] >= offset:
+            keep -= 1
+        if keep < len(self.entries) or self.file_size > keep * self.entry_size:
+            del self.entries[keep:]
+            self._truncate(keep * self.entry_size)
+
+    def rename(self, path: str) -> None:
+        """Rename the file if it exists (a segment without aborts has none)."""
+        if os.path.exists(self.path):
+            os.rename(self.path, path)
+        self.path = path

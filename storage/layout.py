@@ -15,6 +15,7 @@ A data directory (Kafka's log directory)::
         00000000000000000000.log       a segment: the base offset on 20 digits
         00000000000000000000.index     its offset index
         00000000000000000000.timeindex its time index
+        00000000000000000000.txnindex  its aborted transactions (only if any)
 
 Suffixes a segment file takes for a while (LogFileUtils): ``.cleaned`` while
 the cleaner writes it, ``.swap`` once the swap is committed, ``.deleted``
@@ -74,7 +75,7 @@ def segment_name(base_offset: int) -> str:
 # Any file of a segment: (base offset, kind, a transient suffix such as ".swap" or None).
 SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)(\.\w+)?$")
 # The files of a committed compaction swap.
-SWAP_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)\.swap$")
+SWAP_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)\.swap$")
 # A segment's log file, also mid-swap.
 SEGMENT_LOG_OR_SWAP = re.compile(r"^(\d{20})\.log(\.swap)?$")
 
@@ -89,3 +90,6 @@ def is_segment_file(name: str) -> bool:
 # to a byte position; the time index a timestamp to a relative offset.
 OFFSET_INDEX_ENTRY = struct.Struct(">ii")
 TIME_INDEX_ENTRY = struct.Struct(">qi")
+# .txnindex: int16 version (0), int64 producer id, int64 first offset, int64
+# last offset (the abort marker's), int64 last stable offset (AbortedTxn.java).
+TXN_INDEX_ENTRY = struct.Struct(">hqqqq")

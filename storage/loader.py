@@ -41,7 +41,7 @@ def remove_orphan_indexes(directory: str, bases: list[int]) -> None:
     known = set(bases)
     for fname in os.listdir(directory):
         m = SEGMENT_FILE.match(fname)
-        if m and m.group(2) in ("index", "timeindex") and not m.group(3):
+        if m and m.group(2) in ("index", "timeindex", "txnindex") and not m.group(3):
             if int(m.group(1)) not in known:
                 os.unlink(os.path.join(directory, fname))
 

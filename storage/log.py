@@ -505,8 +505,16 @@ class PartitionLog:
                 partition_leader_epoch=-1 if leader_epoch is None else leader_epoch)
             info = self._write(ValidatedAppend(batch, offset, offset, now, offset, -1), now,
                                False)
-            self.producers.end_txn(producer_id, producer_epoch, COMMIT if commit else ABORT,
-                                   coordinator_epoch, offset, now)
+            aborted = self.producers.end_txn(producer_id, producer_epoch,
+                                             COMMIT if commit else ABORT, coordinator_epoch,
+                                             offset, now)
+            if aborted is not None:
+                try:  # the marker's segment lists it (Kafka's .txnindex)
+                    self.segments[-1].txn_index.append(
+                        aborted.producer_id, aborted.first_offset, aborted.last_offset,
+                        aborted.last_stable_offset)
+                except OSError as exc:
+                    raise self.io_failed(exc, "append") from exc
             return info
 
     @property

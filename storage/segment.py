@@ -1,4 +1,5 @@
-"""One log segment: ``<base offset>.log`` plus its ``.index`` and ``.timeindex``.
+"""One log segment: ``<base offset>.log`` plus its ``.index``, ``.timeindex``
+and, once a transaction is aborted in it, ``.txnindex``.
 
 Mirrors Kafka's LogSegment.java: appends go to the end of the ``.log`` with one
 ``os.write`` (acknowledged once the OS has the bytes), the sparse indexes get an
@@ -22,7 +23,7 @@ from protocol.records import (
     crc_valid,
 )
 from storage.files import PREALLOCATE_MIN, preallocate
-from storage.index import OffsetIndex, TimeIndex
+from storage.index import OffsetIndex, TimeIndex, TransactionIndex
 from storage.layout import segment_name
 
 INT32_MAX = (1 << 31) - 1
@@ -53,6 +54,7 @@ class LogSegment:
             self.size = 0
         self.offset_index = OffsetIndex(prefix + ".index" + suffix, base_offset)
         self.time_index = TimeIndex(prefix + ".timeindex" + suffix, base_offset)
+        self.txn_index = TransactionIndex(prefix + ".txnindex" + suffix, base_offset)
         self.bytes_since_index_entry = 0
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
@@ -142,6 +144,7 @@ class LogSegment:
         if truncated > 0:
             os.ftruncate(self.fd, valid)
             self.size = valid
+        self.txn_index.truncate_to(expected)  # aborts whose markers were cut off
         # A cleanly closed segment ends with an entry for its max timestamp; so does a recovered one.
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.next_offset = expected
@@ -250,6 +253,7 @@ class LogSegment:
         self.size = position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         # Recompute the in-memory figures from what is left.
         self.max_timestamp = -1
         self.offset_of_max_timestamp = self.base_offset
@@ -293,6 +297,7 @@ class LogSegment:
                 os.fsync(self._fd)
             self.offset_index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
 
     def close(self) -> None:
         if not self.closed:
@@ -302,17 +307,20 @@ class LogSegment:
                 self._fd = -1
             self.offset_index.close()
             self.time_index.close()
+            self.txn_index.close()
 
     def delete(self) -> None:
         self.close()
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in (self.log_path, self.offset_index.path, self.time_index.path,
+                     self.txn_index.path):
             try:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
 
     def paths(self) -> list[str]:
-        return [self.offset_index.path, self.time_index.path, self.log_path]
+        return [self.offset_index.path, self.time_index.path, self.txn_index.path,
+                self.log_path]
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path}, size={self.size}, next={self.next_offset})"

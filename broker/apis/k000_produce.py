@@ -30,6 +30,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import struct
 
 import structlog
@@ -60,11 +61,12 @@ class _Refused(Exception):
 
 
 def _answer(index: int, code: ErrorCode, message: str | None = None, record_errors=(),
-            request_error: bool = False):
+            request_error: bool = False, custom: bool = False):
     # Kafka sends an error message only with per-record errors (its
-    # RecordValidationException, ReplicaManager's hasCustomErrorMessage) and
-    # when the whole request failed (ProduceRequest.getErrorResponse).
-    if not (record_errors or request_error) and code != ErrorCode.INVALID_TXN_STATE:
+    # RecordValidationException), with the errors ReplicaManager gives a custom
+    # message (``custom``: a transaction's partition not verified), and when
+    # the whole request failed (ProduceRequest.getErrorResponse).
+    if not (record_errors or request_error or custom):
         message = None
     return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
             "log_start_offset": -1,
@@ -168,9 +170,9 @@ async def _append(ctx, name: str, index: int, records, version: int,
     if header.producer_id >= 0 and not plog.producers_loaded:
         await plog.load_producer_state()
     if header.is_transactional:
-        refused = _unverified(ctx, plog, header, transactional_id, name, index, version)
+        refused = await _unverified(ctx, plog, header, transactional_id, name, index, version)
         if refused is not None:
-            return _answer(index, *refused)
+            return _answer(index, *refused, custom=True)
     try:
         # The records are a view of this request's frame, which nothing else
         # reads: validated and written in place.
@@ -189,12 +191,13 @@ async def _append(ctx, name: str, index: int, records, version: int,
             "error_message": None}
 
 
-def _unverified(ctx, plog, header, transactional_id, name: str, index: int,
-                version: int) -> tuple[ErrorCode, str | None] | None:
+async def _unverified(ctx, plog, header, transactional_id, name: str, index: int,
+                      version: int) -> tuple[ErrorCode, str | None] | None:
     """A transactional batch goes to a partition of its producer's transaction:
     one the partition already has open for it, or one its coordinator has
     (KIP-890's verification of the first write, as ReplicaManager maps the
-    coordinator's answer); the refusal otherwise."""
+    coordinator's answer), or from v12 (transaction.version 2) one the
+    coordinator adds now; the refusal otherwise."""
     pid, epoch = header.producer_id, header.producer_epoch
     entry = plog.producers.entry(pid)
     if entry is not None and entry.epoch > epoch:
@@ -203,8 +206,20 @@ def _unverified(ctx, plog, header, transactional_id, name: str, index: int,
         return None
     if not transactional_id:
         return ErrorCode.INVALID_TXN_STATE, "Record was not part of an ongoing transaction"
-    code = ctx.broker.transactions.verify(transactional_id, pid, epoch, [(name, index)])[
-        (name, index)]
+    txns = ctx.broker.transactions
+    if version >= 12:
+        code = await txns.add_partitions(transactional_id, pid, epoch, [(name, index)],
+                                         client_tv=2)
+        for _ in range(5):  # the coordinator still ending the last one: briefly again
+            if code != ErrorCode.CONCURRENT_TRANSACTIONS:
+                break
+            await asyncio.sleep(0.02)
+            code = await txns.add_partitions(transactional_id, pid, epoch, [(name, index)],
+                                             client_tv=2)
+        if code == ErrorCode.CONCURRENT_TRANSACTIONS:
+            return code, None
+    else:
+        code = txns.verify(transactional_id, pid, epoch, [(name, index)])[(name, index)]
     if code == ErrorCode.NONE:
         return None
     if code == ErrorCode.TRANSACTION_ABORTABLE:

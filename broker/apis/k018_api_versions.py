@@ -12,10 +12,13 @@
   must name both (else INVALID_REQUEST); a cluster id or node id other than
   this broker's gets REBOOTSTRAP_REQUIRED, an empty list, as Kafka 4.4
   answers.
-- v3+ lists one feature, ``group.version``, as Kafka 4.4 lists it: supported
-  0-1 (v4+ only: KIP-1022), finalized at 1 (the consumer group protocol, KIP-848) when
-  ``group.coordinator.rebalance.protocols`` lists ``consumer``.  kcoord has no
-  KRaft metadata log, so no other feature level (docs/deviations.md).
+- v3+ lists two features as Kafka 4.4 lists them (supported: v4+ only,
+  KIP-1022): ``group.version``, supported 0-1, finalized at 1 (the consumer
+  group protocol, KIP-848) when ``group.coordinator.rebalance.protocols`` lists
+  ``consumer``; ``transaction.version``, supported 0-2, finalized at
+  ``kcoord.transaction.version`` (2 by default, as Kafka 4.4: a Java producer
+  then speaks the second transaction protocol, KIP-890) unless 0.  kcoord has
+  no KRaft metadata log, so no other feature level (docs/deviations.md).
 """
 
 from __future__ import annotations
@@ -47,14 +50,22 @@ def api_versions(ctx, request):
         # below v4 a supported feature whose minimum version is 0 is left out,
         # for the clients that cannot read one (KIP-1022)
         answer["supported_features"] = _SUPPORTED if ctx.api_version >= 4 else []
+        finalized = []
         if consumer_protocol_enabled(ctx.broker):
-            answer["finalized_features"] = _FINALIZED
+            finalized.append(_GROUP_VERSION)
+        level = ctx.broker.config["kcoord.transaction.version"]
+        if level > 0:
+            finalized.append({"name": "transaction.version", "max_version_level": level,
+                              "min_version_level": level})
+        if finalized:
+            answer["finalized_features"] = finalized
             answer["finalized_features_epoch"] = 0
     return answer
 
 
-_SUPPORTED = [{"name": "group.version", "min_version": 0, "max_version": 1}]
-_FINALIZED = [{"name": "group.version", "max_version_level": 1, "min_version_level": 1}]
+_SUPPORTED = [{"name": "group.version", "min_version": 0, "max_version": 1},
+              {"name": "transaction.version", "min_version": 0, "max_version": 2}]
+_GROUP_VERSION = {"name": "group.version", "max_version_level": 1, "min_version_level": 1}
 
 
 _API_KEYS: dict[tuple, list[dict]] = {}

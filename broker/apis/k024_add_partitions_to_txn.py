@@ -5,10 +5,10 @@
   them.  Before that, as Kafka's KafkaApis: partitions of unknown topics get
   UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED, with
   nothing added.  PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v2.
-- v4+ (brokers, KIP-890): several transactions at once; with ``verify_only``
-  each partition is only checked to be in its transaction (NONE, else
-  TRANSACTION_ABORTABLE), as a partition leader asks before a transactional
-  producer's first write.
+- v4+ (brokers, KIP-890): several transactions at once, added as by a
+  transaction.version 2 client; with ``verify_only`` each partition is only
+  checked to be in its transaction (NONE, else TRANSACTION_ABORTABLE), as a
+  partition leader asks before a transactional producer's first write.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ async def _one(ctx, transactional_id, producer_id, producer_epoch, topics, verif
                               [(t.name, p) for t in topics for p in t.partitions])
         return _results(topics, lambda t, p: verdict[(t, p)])
     partitions = [(t.name, p) for t in topics for p in t.partitions]
-    code = await txns.add_partitions(transactional_id, producer_id, producer_epoch, partitions)
+    code = await txns.add_partitions(transactional_id, producer_id, producer_epoch, partitions,
+                                     client_tv=2 if version >= 4 else 0)
     if code == ErrorCode.PRODUCER_FENCED and version < 2:
         code = ErrorCode.INVALID_PRODUCER_EPOCH
     return _results(topics, lambda _t, _p: code)

@@ -38,7 +38,7 @@ async def _transaction_error(ctx, request, version: int) -> ErrorCode:
     txns = broker.transactions
     if version >= 5:
         code = await txns.add_partitions(request.transactional_id, request.producer_id,
-                                         request.producer_epoch, [partition])
+                                         request.producer_epoch, [partition], client_tv=2)
     else:
         code = txns.verify(request.transactional_id, request.producer_id,
                            request.producer_epoch, [partition])[partition]

@@ -272,8 +272,10 @@ class TransactionShard:
         return ErrorCode.NONE
 
     def add_partitions(self, ticket, transactional_id: str, pid: int, epoch: int,
-                       partitions, now: int) -> Outcome:
-        """Answers one error code for every partition of the request."""
+                       partitions, now: int, *, client_tv: int = 0) -> Outcome:
+        """Answers one error code for every partition of the request.
+        ``client_tv``: 2 when a transaction.version 2 client adds them (Produce
+        v12+, TxnOffsetCommit v5+, AddPartitionsToTxn v4+), 0 before."""
         out = Outcome()
         if self.refusal is not None:
             return out.answer(ticket, self.refusal)
@@ -288,7 +290,9 @@ class TransactionShard:
             return out.answer(ticket, ErrorCode.NONE)  # nothing new: nothing written
         start = meta.start_ms if meta.state is TxnState.ONGOING else now
         target = replace(meta, state=TxnState.ONGOING, partitions=meta.partitions | wanted,
-                         start_ms=start, last_update_ms=now, pending=False)
+                         start_ms=start, last_update_ms=now, pending=False,
+                         previous_producer_id=meta.producer_id,
+                         client_transaction_version=client_tv)
 
         def added(error: ErrorCode, _now: int) -> Outcome:
             return Outcome().answer(ticket, self._write_error(error))
@@ -317,7 +321,12 @@ class TransactionShard:
     # -- EndTxn ------------------------------------------------------------------------
 
     def end_txn(self, ticket, transactional_id: str, pid: int, epoch: int, commit: bool,
-                now: int) -> Outcome:
+                now: int, *, tv2: bool = False, new_pid: int = NO_PRODUCER_ID) -> Outcome:
+        """EndTxn; answers an error code, or with ``tv2`` (EndTxn v5, KIP-890)
+        ``(error, producer id, epoch)``: the id and epoch to go on with, as
+        every end bumps the epoch (``new_pid``: a fresh id, if it overflows)."""
+        if tv2:
+            return self._end_txn_v2(ticket, transactional_id, pid, epoch, commit, now, new_pid)
         out = Outcome()
         if self.refusal is not None:
             return out.answer(ticket, self.refusal)
@@ -343,15 +352,92 @@ class TransactionShard:
                               else ErrorCode.CONCURRENT_TRANSACTIONS)
         return out.answer(ticket, ErrorCode.INVALID_TXN_STATE)  # Empty, Dead, fencing
 
+    def _end_txn_v2(self, ticket, transactional_id: str, pid: int, epoch: int, commit: bool,
+                    now: int, new_pid: int) -> Outcome:
+        """EndTxn v5 (transaction.version 2): the epoch is bumped at every end,
+        and a retry of an end already made is recognised by the bump
+        (TransactionCoordinator.endTransaction's TV2 path)."""
+        out = Outcome()
+
+        def refuse(code: ErrorCode) -> Outcome:
+            return out.answer(ticket, (code, NO_PRODUCER_ID, NO_EPOCH))
+
+        if self.refusal is not None:
+            return refuse(self.refusal)
+        meta = self.ids.get(transactional_id)
+        if meta is None:
+            return refuse(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if meta.pending:
+            return refuse(ErrorCode.CONCURRENT_TRANSACTIONS)
+        state = meta.state
+        bumped = meta.producer_epoch == epoch + 1
+        overflowed = meta.previous_producer_id == pid and epoch == EXHAUSTED_EPOCH and \
+            meta.producer_epoch == 0
+        if meta.producer_id != pid and not overflowed:
+            return refuse(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if state in (TxnState.ONGOING, TxnState.EMPTY):
+            valid = epoch == meta.producer_epoch
+        elif state in PREPARING:
+            valid = bumped
+        else:
+            valid = bumped or overflowed or epoch == meta.producer_epoch
+        if not valid:
+            return refuse(ErrorCode.PRODUCER_FENCED)
+        retry = bumped or overflowed
+        current = (ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
+        if state is TxnState.ONGOING:
+            return out.merge(self._begin_end(meta, commit, now, ticket, tv2=True,
+                                             new_pid=new_pid))
+        if state is TxnState.PREPARE_COMMIT:
+            return refuse(ErrorCode.CONCURRENT_TRANSACTIONS if commit
+                          else ErrorCode.INVALID_TXN_STATE)
+        if state is TxnState.PREPARE_ABORT:
+            return refuse(ErrorCode.INVALID_TXN_STATE if commit
+                          else ErrorCode.CONCURRENT_TRANSACTIONS)
+        if commit:
+            if state is TxnState.COMPLETE_COMMIT and retry:
+                return out.answer(ticket, current)
+            return refuse(ErrorCode.INVALID_TXN_STATE)
+        if state is TxnState.COMPLETE_ABORT and retry:
+            return out.answer(ticket, current)
+        if state is TxnState.COMPLETE_COMMIT and retry:
+            return refuse(ErrorCode.INVALID_TXN_STATE)
+        if state not in (TxnState.EMPTY,) and state not in COMPLETE:
+            return refuse(ErrorCode.INVALID_TXN_STATE)
+        # an abort with no transaction open: an empty one, ended at once
+        return out.merge(self._begin_end(meta, False, now, ticket, tv2=True, new_pid=new_pid,
+                                         empty=True))
+
     def _begin_end(self, meta: TxnMetadata, commit: bool, now: int, ticket=None, *,
-                   epoch: int | None = None,
-                   answer: ErrorCode = ErrorCode.NONE) -> Outcome:
-        """Write the Prepare state; once durable, answer and have the markers written."""
+                   epoch: int | None = None, answer: ErrorCode = ErrorCode.NONE,
+                   tv2: bool = False, new_pid: int = NO_PRODUCER_ID,
+                   empty: bool = False) -> Outcome:
+        """Write the Prepare state; once durable, answer and have the markers
+        written.  Under transaction.version 2 the epoch is bumped here (a new
+        producer id waits in ``next_producer_id`` if it overflows) and the
+        answer is the producer id and epoch to go on with."""
+        next_pid = NO_PRODUCER_ID
+        if tv2:
+            if meta.producer_epoch >= EXHAUSTED_EPOCH:
+                if new_pid == NO_PRODUCER_ID:
+                    code = (ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_EPOCH)
+                    return Outcome().answer(ticket, code)
+                next_pid = new_pid
+            epoch = meta.producer_epoch if meta.producer_epoch >= 32767 \
+                else meta.producer_epoch + 1
         target = replace(meta, state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
                          last_update_ms=now, pending=False,
                          producer_epoch=meta.producer_epoch if epoch is None else epoch,
                          last_producer_epoch=meta.last_producer_epoch if epoch is None
-                         else meta.producer_epoch)
+                         else meta.producer_epoch,
+                         previous_producer_id=meta.producer_id, next_producer_id=next_pid,
+                         client_transaction_version=2 if tv2 else 0)
+        if empty:
+            target.partitions = set()
+            target.start_ms = now
+        if tv2:
+            answer = (ErrorCode.NONE, next_pid, 0) if next_pid != NO_PRODUCER_ID else \
+                (ErrorCode.NONE, target.producer_id, target.producer_epoch)
 
         def prepared(error: ErrorCode, _now: int) -> Outcome:
             out = Outcome()
@@ -395,7 +481,10 @@ class TransactionShard:
             return out.answer(ticket, ErrorCode.INVALID_TXN_STATE)
         target = replace(meta, state=TxnState.COMPLETE_COMMIT if commit
                          else TxnState.COMPLETE_ABORT, partitions=set(), last_update_ms=now,
-                         pending=False)
+                         pending=False, previous_producer_id=meta.producer_id,
+                         next_producer_id=NO_PRODUCER_ID)
+        if meta.next_producer_id != NO_PRODUCER_ID:  # an epoch overflowed at the end (TV2)
+            target.producer_id, target.producer_epoch = meta.next_producer_id, 0
 
         def completed(error: ErrorCode, _now: int) -> Outcome:
             out = Outcome().answer(ticket, error)

@@ -71,15 +71,24 @@ class TransactionService:
                                         timeout_ms, producer_id, producer_epoch, new_pid)
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions) -> asyncio.Future:
+                       partitions, *, client_tv: int = 0) -> asyncio.Future:
         return self.runtime.write(self.partition_for(transactional_id),
                                   TransactionShard.add_partitions, transactional_id,
-                                  producer_id, producer_epoch, list(partitions))
+                                  producer_id, producer_epoch, list(partitions),
+                                  client_tv=client_tv)
 
-    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                commit: bool) -> asyncio.Future:
-        return self.runtime.write(self.partition_for(transactional_id), TransactionShard.end_txn,
-                                  transactional_id, producer_id, producer_epoch, commit)
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                      commit: bool, *, tv2: bool = False):
+        """EndTxn: an error code, or with ``tv2`` (v5) ``(error, producer id, epoch)``."""
+        new_pid = NO_PRODUCER_ID
+        if tv2:
+            meta = self.shard_for(transactional_id).ids.get(transactional_id)
+            if meta is not None and meta.producer_epoch >= EXHAUSTED_EPOCH:
+                new_pid = await self._broker.producer_ids.allocate()
+        return await self.runtime.write(self.partition_for(transactional_id),
+                                        TransactionShard.end_txn, transactional_id,
+                                        producer_id, producer_epoch, commit, tv2=tv2,
+                                        new_pid=new_pid)
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                partitions) -> dict[tuple[str, int], ErrorCode]:

@@ -68,7 +68,7 @@ def _metadata_names(names, version):
 # real client only sends an API its broker advertises; these are the ones kcoord
 # leaves out, on purpose and for now (docs/deviations.md, the README's table).
 NOT_SERVED = {
-    **dict.fromkeys((24, 25, 26, 27, 28, 65, 66), "transactions"),
+    27: "broker to broker: on one node the transaction coordinator writes its markers itself",
     **dict.fromkeys((17, 36, 29, 30, 31, 38, 39, 40, 41, 48, 49, 50, 51), "security"),
     **dict.fromkeys((76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92), "share groups"),
     **dict.fromkeys((88, 89, 93), "streams groups"),
@@ -150,14 +150,16 @@ def test_api_versions_v5_checks_the_cluster_and_node_as_kafka_4_4(diff):
 
 
 def test_api_versions_lists_group_version_as_kafka_4_4_does(reference_pair):
-    """Of the feature levels, kcoord lists ``group.version`` (it has no KRaft
-    metadata log for the others: docs/deviations.md), as Kafka 4.4 lists it
-    with the consumer group protocol enabled; without it, supported only."""
+    """Of the feature levels, kcoord lists ``group.version`` and
+    ``transaction.version`` (it has no KRaft metadata log for the others:
+    docs/deviations.md), as Kafka 4.4 lists them: the consumer group protocol
+    enabled, transactions at level 2; without the protocol, group.version
+    supported only."""
     body = {"client_software_name": "kcoord-ref", "client_software_version": "1.0"}
 
-    def group_version(answer):
-        return ([f for f in answer["supported_features"] if f["name"] == "group.version"],
-                [f for f in answer["finalized_features"] if f["name"] == "group.version"])
+    def group_version(answer, name="group.version"):
+        return ([f for f in answer["supported_features"] if f["name"] == name],
+                [f for f in answer["finalized_features"] if f["name"] == name])
 
     kcoord, ref = reference_pair("main")
     for version in (3, 4):
@@ -167,15 +169,19 @@ def test_api_versions_lists_group_version_as_kafka_4_4_does(reference_pair):
         assert group_version(mine) == group_version(kafkas), version
         assert group_version(mine)[1] == [{"name": "group.version", "max_version_level": 1,
                                            "min_version_level": 1}]
+        assert group_version(mine, "transaction.version") == group_version(
+            kafkas, "transaction.version"), version
+        assert group_version(mine, "transaction.version")[1] == [
+            {"name": "transaction.version", "max_version_level": 2, "min_version_level": 2}]
         assert mine["finalized_features_epoch"] >= 0
-    assert [f["name"] for f in mine["supported_features"]] == ["group.version"]
+    assert [f["name"] for f in mine["supported_features"]] == ["group.version",
+                                                               "transaction.version"]
     assert "metadata.version" in {f["name"] for f in kafkas["finalized_features"]}
     legacy, _ref = reference_pair("legacy")  # the consumer group protocol disabled
     with WireClient.to(legacy.bootstrap) as ours:
         mine = ours.call(18, 4, body)
     assert group_version(mine) == ([{"name": "group.version", "min_version": 0,
                                      "max_version": 1}], [])
-    assert mine["finalized_features_epoch"] == -1
 
 
 def _api_versions_frame(version: int) -> bytes:

@@ -1,9 +1,11 @@
 """A Kafka Streams application (``java/WordCountApp.java``: Kafka Streams' word
-count, at-least-once, a repartition by word) run against kcoord and against
-Kafka 4.4 with the same input: it reaches RUNNING on both, counts every word
-right on both, and trims its repartition topic with DeleteRecords (Kafka
-Streams purges what it has consumed), so the topic's log start offset moves on
-kcoord as it does on Kafka."""
+count, a repartition by word) run against kcoord and against Kafka 4.4 with
+the same input, at-least-once and exactly-once (``exactly_once_v2``: every
+task's output, changelog and input offsets in one transaction, read back by a
+read_committed consumer): it reaches RUNNING on both, counts every word right
+on both, and trims its repartition topic with DeleteRecords (Kafka Streams
+purges what it has consumed), so the topic's log start offset moves on kcoord
+as it does on Kafka."""
 
 from __future__ import annotations
 
@@ -47,9 +49,11 @@ def _earliest(bootstrap: str, topic: str, partitions: int = 2) -> list[int]:
 
 
 def _counts(bootstrap: str, topic: str, expected: dict[str, int], timeout: float) -> dict:
-    """The last count the application wrote for each word, once they are all there."""
+    """The last count the application wrote for each word, once they are all there
+    (committed: what an exactly-once application wrote counts once it commits)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
     consumer.subscribe([topic])
     latest: dict[str, int] = {}
     deadline = time.monotonic() + timeout
@@ -63,7 +67,8 @@ def _counts(bootstrap: str, topic: str, expected: dict[str, int], timeout: float
     return latest
 
 
-def _run(bootstrap: str, classpath: str, tmp: Path, tag: str) -> dict:
+def _run(bootstrap: str, classpath: str, tmp: Path, tag: str,
+         guarantee: str = "at_least_once") -> dict:
     source, sink, app_id = f"wc-in-{tag}", f"wc-out-{tag}", f"wordcount-{tag}"
     _create(bootstrap, source, sink)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
@@ -74,7 +79,7 @@ def _run(bootstrap: str, classpath: str, tmp: Path, tag: str) -> dict:
     proc = subprocess.Popen(
         ["java", "-Xmx512M", "-XX:+UseSerialGC", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
          "-cp", classpath, "WordCountApp", bootstrap, app_id, source, sink, "90",
-         str(tmp / f"state-{tag}")],
+         str(tmp / f"state-{tag}"), guarantee],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         counts = _counts(bootstrap, sink, dict(expected), timeout=90)
@@ -91,10 +96,13 @@ def _run(bootstrap: str, classpath: str, tmp: Path, tag: str) -> dict:
                        if line.startswith("STATE ")], "output": output}
 
 
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
 def test_word_count_runs_counts_and_purges_its_repartition_topic_as_on_kafka(
-        app_classpath, make_broker, scratch_kafka, tmp_path):
-    ours = _run(make_broker().bootstrap, app_classpath, tmp_path, "kcoord")
-    theirs = _run(scratch_kafka.bootstrap, app_classpath, tmp_path, f"kafka-{time.time_ns()}")
+        app_classpath, make_broker, scratch_kafka, tmp_path, guarantee):
+    ours = _run(make_broker().bootstrap, app_classpath, tmp_path, f"kcoord-{guarantee}",
+                guarantee)
+    theirs = _run(scratch_kafka.bootstrap, app_classpath, tmp_path,
+                  f"kafka-{guarantee}-{time.time_ns()}", guarantee)
     for side, run in (("Kafka", theirs), ("kcoord", ours)):
         assert "RUNNING" in run["states"] and "ERROR" not in run["states"], (side, run["output"])
         assert run["counts"] == run["expected"], side

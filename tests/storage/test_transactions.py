@@ -155,3 +155,59 @@ def test_compaction_stops_at_an_open_transaction(tmp_path):
     records = all_records(plog)
     assert (0, 1_000, b"k", b"old") in records  # not shadowed by the open transaction
     assert any(v == b"pending" for *_x, v in records)
+
+
+def _txnindex_entries(path):
+    import struct
+    data = open(path, "rb").read()
+    return [struct.unpack_from(">hqqqq", data, i) for i in range(0, len(data), 34)]
+
+
+def test_each_abort_is_listed_in_its_segments_txnindex_as_kafka_writes_it(tmp_path):
+    directory = tmp_path / "t-0"
+    plog = PartitionLog(str(directory))
+    plog.append(txn_batch(7, 0, [b"a"]))
+    plog.append_marker(7, 0, True, coordinator_epoch=0, now_ms=2_000)  # a commit lists nothing
+    assert not (directory / "00000000000000000000.txnindex").exists()
+    plog.append(txn_batch(7, 1, [b"b"]))                 # 2
+    plog.append(txn_batch(8, 0, [b"c"]))                 # 3
+    plog.append_marker(7, 0, False, coordinator_epoch=0, now_ms=2_000)  # 4: 8's is still open at 3
+    plog.roll()
+    plog.append_marker(8, 0, False, coordinator_epoch=0, now_ms=2_000)  # 5, in the next segment
+    plog.close()
+    assert _txnindex_entries(directory / "00000000000000000000.txnindex") == [
+        (0, 7, 2, 4, 3)]
+    assert _txnindex_entries(directory / "00000000000000000005.txnindex") == [
+        (0, 8, 3, 5, 6)]
+
+
+def test_a_torn_marker_takes_its_txnindex_entry_with_it(tmp_path):
+    directory = tmp_path / "t-0"
+    plog = PartitionLog(str(directory))
+    plog.append(txn_batch(7, 0, [b"a"]))
+    plog.append_marker(7, 0, False, coordinator_epoch=0, now_ms=2_000)
+    size = plog.active_segment.size
+    plog.close()
+    with open(directory / "00000000000000000000.log", "r+b") as f:
+        f.truncate(size - 5)  # the marker cut short by a crash
+    again = PartitionLog(str(directory), clean_shutdown=False)
+    assert again.log_end_offset == 1
+    again.close()
+    path = directory / "00000000000000000000.txnindex"
+    assert not path.exists() or _txnindex_entries(path) == []
+
+
+def test_compaction_keeps_each_kept_aborts_txnindex_entry(tmp_path):
+    directory = tmp_path / "t-0"
+    plog = PartitionLog(str(directory), LogConfig(segment_bytes=400, cleanup_policy="compact"))
+    plog.append(txn_batch(7, 0, [b"aborted"], keys=[b"k"]))
+    plog.append_marker(7, 0, False, coordinator_epoch=0, now_ms=2_000)
+    for i in range(30):
+        plog.append(txn_batch(-1, -1, [b"x" * 40], keys=[b"o%d" % (i % 3)],
+                              transactional=False))
+    plog.roll()
+    assert plog.compact(now_ms=10_000, force=True) is not None
+    plog.close()
+    entries = [e for p in sorted(directory.glob("*.txnindex")) for e in _txnindex_entries(p)]
+    assert entries == [(0, 7, 0, 1, 2)]
+    assert not list(directory.glob("*.deleted")) and not list(directory.glob("*.swap"))

@@ -23,7 +23,8 @@ import org.apache.kafka.streams.state.Stores;
  * after a repartition by word (so the application writes, reads and purges a
  * repartition topic), the counts out. At-least-once, in-memory state.
  *
- * Arguments: bootstrap, application id, input topic, output topic, seconds to run.
+ * Arguments: bootstrap, application id, input topic, output topic, seconds to run,
+ * state dir, and optionally the processing guarantee (at_least_once by default).
  * Prints "STATE <state>" on each state change, "DONE" when it stops.
  */
 public final class WordCountApp {
@@ -31,7 +32,8 @@ public final class WordCountApp {
         Properties props = new Properties();
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, args[1]);
-        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.AT_LEAST_ONCE);
+        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG,
+                  args.length > 6 ? args[6] : StreamsConfig.AT_LEAST_ONCE);
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
         props.put(StreamsConfig.REPARTITION_PURGE_INTERVAL_MS_CONFIG, 200);
         props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);

@@ -1,0 +1,155 @@
+"""A broker killed (SIGKILL) in the middle of transactions, then started again
+from the same data dir: every acknowledged step of a transaction is still
+there.  An open transaction keeps holding the last stable offset and can
+still be committed; one whose commit was acknowledged gets its markers; offsets
+committed in an open transaction stay pending, then count once it commits;
+an aborted transaction's records stay hidden from read_committed readers."""
+
+from __future__ import annotations
+
+import time
+
+from protocol.client import WireClient
+from protocol.errors import ErrorCode
+from tests.broker import txn_ops as T
+from tests.broker.wire_ops import create_topic
+from tests.support import BrokerProcess
+
+E = ErrorCode
+
+
+def _txn_offset_commit(wire, txn_id, group, pid, epoch, topic, offset):
+    answer = wire.call(28, 3, {
+        "transactional_id": txn_id, "group_id": group, "producer_id": pid,
+        "producer_epoch": epoch, "topics": [{"name": topic, "partitions": [
+            {"partition_index": 0, "committed_offset": offset, "committed_metadata": ""}]}]})
+    return answer["topics"][0]["partitions"][0]["error_code"]
+
+
+def _fetch_offset(wire, group, topic, stable=True):
+    """The group's offset, once its partition is loaded after a start."""
+    for _ in range(500):
+        answer = wire.call(9, 7, {"group_id": group, "require_stable": stable,
+                                  "topics": [{"name": topic, "partition_indexes": [0]}]})
+        if answer["error_code"] != E.COORDINATOR_LOAD_IN_PROGRESS:
+            break
+        time.sleep(0.02)
+    assert answer["error_code"] == E.NONE, answer
+    part = answer["topics"][0]["partitions"][0]
+    return part["error_code"], part["committed_offset"]
+
+
+def test_transactions_survive_a_kill(tmp_path):
+    data = tmp_path / "data"
+    node = BrokerProcess(data).start()
+    try:
+        with WireClient.to(node.bootstrap) as wire:
+            create_topic(wire, "open")
+            create_topic(wire, "aborted")
+            T.find_coordinator(wire, "keeps-open")
+            # an open transaction with records and offsets
+            opened = T.init_producer(wire, "keeps-open")
+            pid, epoch = opened["producer_id"], opened["producer_epoch"]
+            assert T.add_partitions(wire, "keeps-open", pid, epoch, [("open", 0)]) == {
+                ("open", 0): E.NONE}
+            assert wire.call(25, 3, {"transactional_id": "keeps-open", "producer_id": pid,
+                                     "producer_epoch": epoch, "group_id": "g"})[
+                "error_code"] == E.NONE
+            assert T.produce(wire, "keeps-open", "open", 0,
+                             T.txn_batch(pid, epoch, 0, [b"o1", b"o2"]))["error_code"] == 0
+            assert _txn_offset_commit(wire, "keeps-open", "g", pid, epoch, "open", 17) == 0
+            # an aborted transaction, complete
+            other = T.init_producer(wire, "aborts")
+            opid, oepoch = other["producer_id"], other["producer_epoch"]
+            T.add_partitions(wire, "aborts", opid, oepoch, [("aborted", 0)])
+            T.produce(wire, "aborts", "aborted", 0, T.txn_batch(opid, oepoch, 0, [b"gone"]))
+            assert T.end_txn_settled(wire, "aborts", opid, oepoch, False) == E.NONE
+            assert _fetch_offset(wire, "g", "open") == (E.UNSTABLE_OFFSET_COMMIT, -1)
+            assert T.latest_offset(wire, "open", committed=True) == 0
+    finally:
+        node.kill()
+
+    node = BrokerProcess(data).start()
+    try:
+        with WireClient.to(node.bootstrap) as wire:
+            # still open: the last stable offset held, the offsets pending
+            assert T.latest_offset(wire, "open", committed=True) == 0
+            assert T.latest_offset(wire, "open", committed=False) == 2
+            assert _fetch_offset(wire, "g", "open") == (E.UNSTABLE_OFFSET_COMMIT, -1)
+            for _ in range(500):  # once the coordinator's partitions are loaded
+                described = wire.call(65, 0, {"transactional_ids": ["keeps-open", "aborts"]})[
+                    "transaction_states"]
+                if all(d["error_code"] != E.COORDINATOR_LOAD_IN_PROGRESS for d in described):
+                    break
+                time.sleep(0.02)
+            assert [(d["transaction_state"], d["producer_id"], d["producer_epoch"])
+                    for d in described] == [("Ongoing", pid, epoch),
+                                            ("CompleteAbort", opid, oepoch)]
+            # the abort is still known to read_committed readers
+            aborted = T.fetch(wire, "aborted", committed=True)
+            assert aborted["aborted_transactions"] == [
+                {"producer_id": opid, "first_offset": 0}]
+            # the same producer ends its transaction after the restart
+            assert T.produce(wire, "keeps-open", "open", 0,
+                             T.txn_batch(pid, epoch, 2, [b"o3"]))["error_code"] == 0
+            assert T.end_txn_settled(wire, "keeps-open", pid, epoch, True) == E.NONE
+            assert T.latest_offset(wire, "open", committed=True) == 4
+            assert _fetch_offset(wire, "g", "open") == (E.NONE, 17)
+    finally:
+        node.kill()
+
+    # and once more: what the commit made stays
+    node = BrokerProcess(data).start()
+    try:
+        with WireClient.to(node.bootstrap) as wire:
+            assert _fetch_offset(wire, "g", "open") == (E.NONE, 17)
+            assert T.latest_offset(wire, "open", committed=True) == 4
+            assert T.fetch(wire, "open", committed=True)["aborted_transactions"] == []
+    finally:
+        node.terminate()
+
+
+def test_a_commit_acknowledged_before_a_kill_gets_its_markers_after_it(tmp_path):
+    """EndTxn is answered once PrepareCommit is durable; a kill before the
+    markers are written leaves them to the coordinator when it loads again."""
+    data = tmp_path / "data"
+    node = BrokerProcess(data).start()
+    try:
+        with WireClient.to(node.bootstrap) as wire:
+            create_topic(wire, "prepared", partitions=1)
+            T.find_coordinator(wire, "prepared")
+            answer = T.init_producer(wire, "prepared")
+            pid, epoch = answer["producer_id"], answer["producer_epoch"]
+            T.add_partitions(wire, "prepared", pid, epoch, [("prepared", 0)])
+            T.produce(wire, "prepared", "prepared", 0, T.txn_batch(pid, epoch, 0, [b"x"]))
+    finally:
+        node.kill()
+    # Make the log say PrepareCommit, as a kill between the answer and the
+    # markers leaves it: append the record the coordinator writes.
+    from broker.transactions.metadata import TxnState
+    from protocol import txn_records
+    from storage.log import PartitionLog
+    from broker.groups.placement import coordinator_partition
+
+    folder = data / f"__transaction_state-{coordinator_partition('prepared', 50)}"
+    plog = PartitionLog(str(folder))
+    key = txn_records.encode_key("prepared")
+    value = txn_records.encode_value({
+        "producer_id": pid, "producer_epoch": epoch, "transaction_timeout_ms": 60_000,
+        "transaction_status": int(TxnState.PREPARE_COMMIT),
+        "transaction_partitions": [{"topic": "prepared", "partition_ids": [0]}],
+        "transaction_last_update_timestamp_ms": 1, "transaction_start_timestamp_ms": 1})
+    plog.append_own([(key, value)], now_ms=2)
+    plog.close()
+    node = BrokerProcess(data).start()
+    try:
+        with WireClient.to(node.bootstrap) as wire:
+            code = T.end_txn(wire, "prepared", pid, epoch, True)
+            for _ in range(200):
+                if code == E.NONE:
+                    break
+                code = T.end_txn(wire, "prepared", pid, epoch, True)
+            assert code == E.NONE  # CompleteCommit: a retry
+            assert T.latest_offset(wire, "prepared", committed=True) == 2
+    finally:
+        node.terminate()
