@@ -449,6 +449,8 @@ def transaction_config(config: BrokerConfig, topics) -> TxnConfig:
         else config["transaction.state.log.num.partitions"],
         max_timeout_ms=config["transaction.max.timeout.ms"],
         id_expiration_ms=config["transactional.id.expiration.ms"],
+        abort_interval_ms=config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+        expire_interval_ms=config["transaction.remove.expired.transaction.cleanup.interval.ms"],
     )
 
 

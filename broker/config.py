@@ -367,6 +367,10 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("transaction.state.log.segment.bytes", INT, 104_857_600, validator=_positive),
     ConfigDef("transaction.max.timeout.ms", INT, 900_000, validator=_positive),
     ConfigDef("transactional.id.expiration.ms", INT, 604_800_000, validator=_positive),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, 10_000,
+              validator=_positive),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", INT, 3_600_000,
+              validator=_positive),
     ConfigDef("max.incremental.fetch.session.cache.slots", INT, 1000, validator=_nonneg),
     ConfigDef("kcoord.transaction.version", INT, 2, validator=lambda v: None if 0 <= v <= 2
               else "Value must be 0, 1 or 2",

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import structlog
+
 from broker.runtime.outcome import Outcome, Write
 from broker.transactions.metadata import (
     COMPLETE,
@@ -34,6 +36,10 @@ from broker.transactions.metadata import (
 from protocol import txn_records
 from protocol.errors import ErrorCode
 
+log = structlog.get_logger("kcoord.transactions")
+_SWEEP_TIMEOUTS = ("sweep", "timeouts")
+_SWEEP_EXPIRED = ("sweep", "expired")
+
 
 @dataclass
 class TxnConfig:
@@ -41,6 +47,10 @@ class TxnConfig:
     max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
     id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms (7 days)
     coordinator_epoch: int = 0  # the partition's leader epoch: markers carry it
+    # transaction.abort.timed.out.transaction.cleanup.interval.ms
+    abort_interval_ms: int = 10_000
+    # transaction.remove.expired.transaction.cleanup.interval.ms
+    expire_interval_ms: int = 3_600_000
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,11 @@ class TransactionShard:
         self.timers = timers
         self.refusal = refusal
         self.ids: dict[str, TxnMetadata] = {}
+        if timers is not None:
+            # Kafka's two sweeps, each at its interval: transactions open past
+            # their timeout are aborted, ids idle past their expiry forgotten.
+            timers.schedule(_SWEEP_TIMEOUTS, now + config.abort_interval_ms)
+            timers.schedule(_SWEEP_EXPIRED, now + config.expire_interval_ms)
 
     # -- the runtime's side ------------------------------------------------------------
 
@@ -106,35 +121,30 @@ class TransactionShard:
             if meta.state in PREPARING:
                 meta.pending = True  # its markers are written again, then it completes
                 out.effects.append(self._job(meta, meta.state is TxnState.PREPARE_COMMIT))
-            elif meta.state is TxnState.ONGOING:
-                self._arm_timeout(meta)
-            elif meta.state is TxnState.EMPTY or meta.state in COMPLETE:
-                self._arm_expiry(meta)
         return out
 
     def unload(self) -> Outcome:
         return Outcome()
 
     def fire(self, key, payload, now: int) -> Outcome | None:
-        kind, transactional_id = key
-        meta = self.ids.get(transactional_id)
-        if meta is None:
-            return None
-        if kind == "timeout":
-            return self._abort_timed_out(meta, now)
-        if kind == "expire":
-            return self._expire(meta, now)
-        return None
-
-    def _arm_timeout(self, meta: TxnMetadata) -> None:
-        if self.timers is not None:
-            self.timers.schedule(("timeout", meta.transactional_id),
-                                 meta.start_ms + meta.timeout_ms)
-
-    def _arm_expiry(self, meta: TxnMetadata) -> None:
-        if self.timers is not None:
-            self.timers.schedule(("expire", meta.transactional_id),
-                                 meta.last_update_ms + self.config.id_expiration_ms)
+        out = Outcome()
+        if key == _SWEEP_TIMEOUTS:
+            # TransactionCoordinator.abortTimedOutTransactions
+            for meta in list(self.ids.values()):
+                if meta.state is TxnState.ONGOING and not meta.pending and \
+                        meta.start_ms + meta.timeout_ms < now:
+                    out.merge(self._begin_abort(
+                        meta, now, reason=f"timed out after {meta.timeout_ms} ms"))
+            self.timers.schedule(_SWEEP_TIMEOUTS, now + self.config.abort_interval_ms)
+        elif key == _SWEEP_EXPIRED:
+            # TransactionStateManager.removeExpiredTransactionalIds
+            for meta in list(self.ids.values()):
+                if (meta.state is TxnState.EMPTY or meta.state in COMPLETE) and \
+                        not meta.pending and \
+                        meta.last_update_ms <= now - self.config.id_expiration_ms:
+                    out.merge(self._expire(meta))
+            self.timers.schedule(_SWEEP_EXPIRED, now + self.config.expire_interval_ms)
+        return out
 
     def _job(self, meta: TxnMetadata, commit: bool) -> MarkerJob:
         return MarkerJob(self.partition, meta.transactional_id, meta.producer_id,
@@ -143,7 +153,8 @@ class TransactionShard:
 
     # -- writing a new state -----------------------------------------------------------
 
-    def _transition(self, meta: TxnMetadata, target: TxnMetadata, done) -> Outcome:
+    def _transition(self, meta: TxnMetadata, target: TxnMetadata, done,
+                    reason: str) -> Outcome:
         """Write ``target`` as the id's state; ``done(error, now)`` once durable."""
         meta.pending = True
         key = txn_records.encode_key(meta.transactional_id)
@@ -155,20 +166,17 @@ class TransactionShard:
                 current = self.ids.get(meta.transactional_id)
                 if current is meta:
                     self.ids[meta.transactional_id] = target
-                    self._retime(target)
+                    log.info("transaction.state", transactional_id=target.transactional_id,
+                             state=target.state.display, producer_id=target.producer_id,
+                             producer_epoch=target.producer_epoch, reason=reason,
+                             partitions=len(target.partitions) or None)
+            else:
+                log.warning("transaction.state_not_written",
+                            transactional_id=target.transactional_id,
+                            state=target.state.display, error=error.name, reason=reason)
             return done(error, now)
 
         return Outcome(writes=[Write([(key, value)], settled)])
-
-    def _retime(self, meta: TxnMetadata) -> None:
-        if self.timers is None:
-            return
-        self.timers.cancel(("timeout", meta.transactional_id))
-        self.timers.cancel(("expire", meta.transactional_id))
-        if meta.state is TxnState.ONGOING:
-            self._arm_timeout(meta)
-        elif meta.state is TxnState.EMPTY or meta.state in COMPLETE:
-            self._arm_expiry(meta)
 
     @staticmethod
     def _write_error(error: ErrorCode) -> ErrorCode:
@@ -252,7 +260,10 @@ class TransactionShard:
             return Outcome().answer(ticket, (ErrorCode.NONE, target.producer_id,
                                              target.producer_epoch))
 
-        return out.merge(self._transition(meta, target, initialized))
+        reason = "a new producer" if meta.producer_epoch == NO_EPOCH else \
+            "a new producer id: the epochs ran out" if target.producer_id != meta.producer_id \
+            else "the producer initialized again: next epoch"
+        return out.merge(self._transition(meta, target, initialized, reason))
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn --------------------------------------------
 
@@ -297,7 +308,9 @@ class TransactionShard:
         def added(error: ErrorCode, _now: int) -> Outcome:
             return Outcome().answer(ticket, self._write_error(error))
 
-        return out.merge(self._transition(meta, target, added))
+        return out.merge(self._transition(
+            meta, target, added, "partitions added" if meta.state is TxnState.ONGOING
+            else "a transaction began"))
 
     def verify(self, transactional_id: str | None, pid: int, epoch: int,
                partitions) -> dict[tuple[str, int], ErrorCode]:
@@ -411,7 +424,7 @@ class TransactionShard:
     def _begin_end(self, meta: TxnMetadata, commit: bool, now: int, ticket=None, *,
                    epoch: int | None = None, answer: ErrorCode = ErrorCode.NONE,
                    tv2: bool = False, new_pid: int = NO_PRODUCER_ID,
-                   empty: bool = False) -> Outcome:
+                   empty: bool = False, reason: str | None = None) -> Outcome:
         """Write the Prepare state; once durable, answer and have the markers
         written.  Under transaction.version 2 the epoch is bumped here (a new
         producer id waits in ``next_producer_id`` if it overflows) and the
@@ -451,24 +464,18 @@ class TransactionShard:
             out.effects.append(self._job(target, commit))
             return out.answer(ticket, answer)
 
-        return self._transition(meta, target, prepared)
+        return self._transition(meta, target, prepared, reason or (
+            "the producer commits" if commit else "the producer aborts"))
 
-    def _begin_abort(self, meta: TxnMetadata, now: int, ticket=None) -> Outcome:
+    def _begin_abort(self, meta: TxnMetadata, now: int, ticket=None, *,
+                     reason: str = "a new instance of the producer fenced this one") -> Outcome:
         """Abort an open transaction on the coordinator's own account, with the
         epoch bumped so that the producer that began it is fenced; an
         InitProducerId that caused it (``ticket``) is told CONCURRENT_TRANSACTIONS
         once the abort is durable."""
         epoch = meta.producer_epoch if meta.producer_epoch >= 32767 else meta.producer_epoch + 1
         return self._begin_end(meta, False, now, ticket, epoch=epoch, answer=(
-            ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_EPOCH))
-
-    def _abort_timed_out(self, meta: TxnMetadata, now: int) -> Outcome | None:
-        if meta.state is not TxnState.ONGOING or meta.pending:
-            return None
-        if meta.start_ms + meta.timeout_ms > now:
-            self._arm_timeout(meta)
-            return None
-        return self._begin_abort(meta, now)
+            ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_EPOCH), reason=reason)
 
     def markers_written(self, ticket, transactional_id: str, pid: int, epoch: int,
                         commit: bool, now: int) -> Outcome:
@@ -494,17 +501,12 @@ class TransactionShard:
                 out.effects.append(self._job(meta, commit))
             return out
 
-        return out.merge(self._transition(meta, target, completed))
+        return out.merge(self._transition(meta, target, completed, "every marker written"))
 
     # -- expiry ------------------------------------------------------------------------
 
-    def _expire(self, meta: TxnMetadata, now: int) -> Outcome | None:
+    def _expire(self, meta: TxnMetadata) -> Outcome:
         """An id idle for transactional.id.expiration.ms is forgotten: a tombstone."""
-        if meta.pending or not (meta.state is TxnState.EMPTY or meta.state in COMPLETE):
-            return None
-        if meta.last_update_ms + self.config.id_expiration_ms > now:
-            self._arm_expiry(meta)
-            return None
         meta.pending = True
         key = txn_records.encode_key(meta.transactional_id)
 
@@ -512,6 +514,10 @@ class TransactionShard:
             meta.pending = False
             if error == ErrorCode.NONE and self.ids.get(meta.transactional_id) is meta:
                 del self.ids[meta.transactional_id]
+                log.info("transaction.expired", transactional_id=meta.transactional_id,
+                         producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
+                         reason=f"idle for {self.config.id_expiration_ms} ms "
+                                "(transactional.id.expiration.ms)")
             return Outcome()
 
         return Outcome(writes=[Write([(key, None)], expired)])

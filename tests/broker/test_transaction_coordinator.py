@@ -168,15 +168,18 @@ def test_timeouts_bounds_and_unknown_ids():
     assert h.end("nobody", 1, 0, True) == E.INVALID_PRODUCER_ID_MAPPING
 
 
-def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced():
-    h = Harness()
-    _e, pid, epoch = h.init(timeout=10_000)
-    h.add("t", pid, epoch, ("a", 0))
-    h.clock.advance(9_999)
-    h.fire_due()
+def test_a_transaction_past_its_timeout_is_aborted_at_the_next_sweep_and_fenced():
+    h = Harness(abort_interval_ms=1_000)
+    _e, pid, epoch = h.init(timeout=2_500)
+    h.add("t", pid, epoch, ("a", 0))  # begins at T0
+    h.clock.advance(2_000)
+    h.fire_due()  # sweeps at +1 s and +2 s: not yet past its timeout
+    assert h.state().state is TxnState.ONGOING and h.jobs == []
+    h.clock.advance(500)
+    h.fire_due()  # no sweep due at +2.5 s
     assert h.state().state is TxnState.ONGOING
-    h.clock.advance(1)
-    h.fire_due()
+    h.clock.advance(500)
+    h.fire_due()  # the sweep at +3 s finds it past its timeout
     assert h.state().state is TxnState.PREPARE_ABORT
     (job,) = h.markers_done()
     assert (job.commit, job.producer_epoch) == (False, epoch + 1)
@@ -185,17 +188,26 @@ def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced():
     assert h.end("t", pid, epoch, False) == E.PRODUCER_FENCED
 
 
-def test_an_idle_id_expires_with_a_tombstone():
-    h = Harness(id_expiration_ms=60_000)
+def test_an_idle_id_expires_at_the_sweep_after_its_expiry_with_a_tombstone():
+    h = Harness(id_expiration_ms=60_000, expire_interval_ms=50_000)
     h.init()
-    h.clock.advance(59_999)
+    h.clock.advance(50_000)
     h.fire_due()
     assert "t" in h.shard.ids
-    h.clock.advance(1)
+    h.clock.advance(50_000)
     h.fire_due()
     assert "t" not in h.shard.ids
     assert h.log[-1] == (txn_records.encode_key("t"), None)
     assert h.init()[1:] == (1001, 0)  # a new producer id from scratch
+
+
+def test_an_open_or_busy_id_does_not_expire():
+    h = Harness(id_expiration_ms=1_000, expire_interval_ms=5_000, abort_interval_ms=10**9)
+    _e, pid, epoch = h.init("open")
+    h.add("open", pid, epoch, ("a", 0))
+    h.clock.advance(5_000)
+    h.fire_due()
+    assert h.state("open").state is TxnState.ONGOING
 
 
 def test_verify_says_which_partitions_the_transaction_has():

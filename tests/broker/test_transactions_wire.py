@@ -6,6 +6,8 @@ partition it writes to."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from protocol.errors import ErrorCode
@@ -255,3 +257,27 @@ def test_the_tools_see_each_transaction(wire):
     producers = wire.call(61, 0, {"topics": [{"name": "txw-tools", "partition_indexes": [1]}]})
     (active,) = producers["topics"][0]["partitions"][0]["active_producers"]
     assert (active["current_txn_start_offset"], active["coordinator_epoch"]) == (-1, 0)
+
+
+def test_an_abandoned_transaction_is_aborted_at_its_timeout(make_broker):
+    """A producer that stops in the middle of a transaction: the coordinator's
+    sweep aborts it once its timeout has passed, read_committed readers move
+    past it, and the producer is fenced."""
+    from protocol.client import WireClient
+
+    node = make_broker(overrides={
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "100"})
+    with WireClient.to(node.bootstrap) as wire:
+        create_topic(wire, "abandoned")
+        pid, epoch = _begin(wire, "abandoned", timeout_ms=300)
+        T.add_partitions(wire, "abandoned", pid, epoch, [("abandoned", 0)])
+        T.produce(wire, "abandoned", "abandoned", 0, T.txn_batch(pid, epoch, 0, [b"x"]))
+        assert T.latest_offset(wire, "abandoned", committed=True) == 0
+        for _ in range(300):  # bounded: 6 s for a 300 ms timeout and 100 ms sweeps
+            if T.latest_offset(wire, "abandoned", committed=True) == 2:
+                break
+            time.sleep(0.02)
+        assert T.latest_offset(wire, "abandoned", committed=True) == 2
+        part = T.fetch(wire, "abandoned", committed=True)
+        assert part["aborted_transactions"] == [{"producer_id": pid, "first_offset": 0}]
+        assert T.end_txn(wire, "abandoned", pid, epoch, True) == E.PRODUCER_FENCED

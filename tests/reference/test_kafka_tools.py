@@ -890,6 +890,14 @@ def test_transaction_tools_answer_as_on_kafka(tools, make_broker, scratch_kafka)
     assert ours["listed"] == [(f"perf-{suffix}", "CompleteCommit")]
     assert ours["described"]["TransactionState"] == "CompleteCommit"
     assert ours["producer_txn_start"] == ["None"]
+    # transaction.version 2 (Kafka 4.4's default level, and kcoord's): every end
+    # bumps the epoch; at level 1 the Java producer keeps to the first protocol
+    # and its epoch stays.
+    assert int(ours["described"]["ProducerEpoch"]) > 0
+    first = _transactions_session(
+        make_broker(overrides={"kcoord.transaction.version": "1"}).bootstrap,
+        f"perf-txn1-{suffix}", f"perf1-{suffix}")
+    assert first["described"]["ProducerEpoch"] == "0" and first["read_committed"] == 2000
     for volatile in ("ProducerId", "CurrentTransactionStartTimeMs", "TransactionDurationMs"):
         ours["described"].pop(volatile, None)
         theirs["described"].pop(volatile, None)
