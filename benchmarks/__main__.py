@@ -28,6 +28,7 @@ BENCHMARKS = {
     "fixture": "benchmarks.bench_fixture",
     "kafka": "benchmarks.bench_kafka",
     "consumer": "benchmarks.bench_consumer_groups",
+    "transactions": "benchmarks.bench_transactions",
     "pipeline": "benchmarks.bench_pipeline",
 }
 

@@ -184,7 +184,8 @@ class ProducerState:
     def end_txn(self, producer_id: int, epoch: int, marker: int, coordinator_epoch: int,
                 offset: int, timestamp: int) -> AbortedTxn | None:
         """An end marker at ``offset`` closes the producer's transaction; an abort
-        is remembered (and returned) as an aborted transaction."""
+        of one that wrote here is remembered (and returned) as an aborted
+        transaction (ProducerAppendInfo.appendEndTxnMarker)."""
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerEntry()
@@ -193,11 +194,11 @@ class ProducerState:
             entry.epoch = epoch
         entry.coordinator_epoch = coordinator_epoch
         entry.last_timestamp = timestamp
-        first = entry.txn_first_offset if entry.txn_first_offset >= 0 else offset
+        first = entry.txn_first_offset
         entry.txn_first_offset = -1
         self.ongoing.pop(producer_id, None)
-        if marker != ABORT:
-            return None
+        if marker != ABORT or first < 0:
+            return None  # a commit, or a transaction that wrote nothing here
         unstable = self.first_unstable_offset()
         aborted = AbortedTxn(producer_id, first, offset,
                              offset + 1 if unstable is None else unstable)

@@ -77,6 +77,22 @@ def test_benchmarks_run_quick_and_print_their_figures():
                       "memory per 1,000 groups of 3"):
             assert re.search(re.escape(label) + r".* kcoord +[\d,.]+ .* Kafka +[\d,.]+ .* "
                              r"ratio +\d+\.\d+", out), out
+    # Transactions (issue #23): kcoord next to Kafka, which may be reported unavailable.
+    assert "transactions: confluent-kafka through kcoord" in out, out
+    section = out.split("transactions: confluent-kafka through kcoord", 1)[-1].split("\n\n")[0]
+    kafka_figure = (r"n/a" if "(Apache Kafka unavailable" in section
+                    else r"-?[\d,]+\.?\d* (txn/s|ms|MB/s) +ratio +-?\d+\.\d+")
+    for label, unit in (("transactions/s, 1 partition", "txn/s"),
+                        ("transactions/s, 8 partitions", "txn/s"),
+                        ("latency p50, from commit returning", "ms"),
+                        ("latency p99, from commit returning", "ms"),
+                        ("latency p50, from commit called", "ms"),
+                        ("latency p99, from commit called", "ms"),
+                        ("read_uncommitted", "MB/s"), ("read_committed", "MB/s")):
+        assert re.search(re.escape(label) + rf" +kcoord +-?[\d,]+\.?\d* {unit} +Kafka +"
+                         + kafka_figure, section), out
+    assert re.search(r"read_committed / read_uncommitted, kcoord +\d+\.\d+ +goal >= 0\.9",
+                     section), out
     # The fixture: time to a first produce, memory, a suite with and without sharing.
     assert re.search(r"to the first acknowledged produce: in-process \d+ ms .*imports included, "
                      r"\d+ ms\), as a child process \d+ ms", out), out

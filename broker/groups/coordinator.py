@@ -329,6 +329,7 @@ class GroupCoordinator:
             if held:
                 self.offsets.groups[group_id] = held
         self.offset_manager.pending_txn = loaded.pending_txn
+        self.offset_manager.written_at = loaded.written_at
         self.consumer.install(loaded.consumer_groups, now)
         return self.membership.install(loaded.groups, now)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from broker.groups.consumer_group import ConsumerGroup
 from broker.groups.group import Group
-from broker.groups.offsets import OffsetStore
+from broker.groups.offsets import OffsetAndMetadata, OffsetStore
 from protocol import group_records as G
 from protocol.records import batch_header, batch_payload, key_values
 from storage.producer_load import marker_of
@@ -45,9 +45,13 @@ class LoadedPartition:
     groups: dict[str, Group] = field(default_factory=dict)
     consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
     offsets: dict[str, dict] = field(default_factory=dict)
-    # producer id -> group -> {(topic, partition): offset}: transactional
-    # offsets whose transaction has not ended yet
+    # producer id -> group -> {(topic, partition): (offset, order)}:
+    # transactional offsets whose transaction has not ended yet
     pending_txn: dict[int, dict[str, dict]] = field(default_factory=dict)
+    # group -> {(topic, partition): order}: where in the log each committed
+    # offset's record is (negative, in log order), for a later transaction's
+    # commit to keep a newer one
+    written_at: dict[str, dict] = field(default_factory=dict)
     records: int = 0
     skipped: int = 0  # unknown record types (share and streams groups)
     unreadable: int = 0
@@ -68,13 +72,21 @@ def replay(records: Iterable[tuple[bytes, bytes | None]]) -> LoadedPartition:
     # occurrence (a key written again moves to the end), so that a group deleted
     # and made again comes back as the new one.
     latest: dict[bytes, bytes | None] = {}
-    pending: dict[int, dict[bytes, bytes | None]] = {}
+    order: dict[bytes, int] = {}  # an offset key's record: its place in the log
+    pending: dict[int, dict[bytes, tuple[bytes | None, int]]] = {}
 
-    def keep(key: bytes, value) -> None:
+    def keep(key: bytes, value, at: int) -> None:
         if key[:2] == b"\x00\x00":
             key = b"\x00\x01" + key[2:]
         elif key[0] != 0 or key[1] > 2:
             latest.pop(key, None)
+        if key[:2] == b"\x00\x01":
+            if at < order.get(key, -1):
+                return  # a transaction's offset older than the one committed since
+            order[key] = at
+            if value is None:  # a tombstone also drops what transactions hold
+                for held in pending.values():
+                    held.pop(key, None)
         latest[key] = value
 
     for item in records:
@@ -82,26 +94,36 @@ def replay(records: Iterable[tuple[bytes, bytes | None]]) -> LoadedPartition:
             key, value = item
             loaded.records += 1
             if key is not None:
-                keep(key, value)
+                keep(key, value, loaded.records)
         elif isinstance(item, TxnRecords):
             held = pending.setdefault(item.producer_id, {})
             for key, value in item.records:
                 loaded.records += 1
                 if key is not None:
-                    held[key] = value
+                    if key[:2] == b"\x00\x00":
+                        key = b"\x00\x01" + key[2:]
+                    held[key] = (value, loaded.records)
         else:  # a marker: the transaction's offsets count from here, or never
             held = pending.pop(item.producer_id, {})
             if item.commit:
-                for key, value in held.items():
-                    keep(key, value)
+                for key, (value, at) in held.items():
+                    keep(key, value, at)
+    total = loaded.records + 1
     for producer_id, held in pending.items():
-        open_offsets = OffsetStore()
-        for key, value in held.items():
+        by_group: dict[str, dict] = {}
+        for key, (value, at) in held.items():
             try:
-                open_offsets.replay(key, value)
+                kind, fields = G.decode_key(key)
+                decoded = G.decode_value(kind, value)
             except Exception:  # noqa: BLE001 - an undecodable record costs itself
                 loaded.unreadable += 1
-        loaded.pending_txn[producer_id] = open_offsets.groups
+                continue
+            if kind == G.OFFSET_COMMIT and decoded is not None:
+                by_group.setdefault(fields.group, {})[(fields.topic, fields.partition)] = (
+                    OffsetAndMetadata(decoded.offset, decoded.leader_epoch, decoded.metadata,
+                                      decoded.commit_timestamp, decoded.expire_timestamp),
+                    at - total)
+        loaded.pending_txn[producer_id] = by_group
     store = OffsetStore()
     metadata: dict[str, Any] = {}
     for key, value in latest.items():
@@ -109,6 +131,9 @@ def replay(records: Iterable[tuple[bytes, bytes | None]]) -> LoadedPartition:
             continue  # a deleted offset: nothing to decode
         try:
             kind, fields, decoded = store.replay(key, value)
+            if kind == G.OFFSET_COMMIT:
+                loaded.written_at.setdefault(fields.group, {})[
+                    (fields.topic, fields.partition)] = order.get(key, 0) - total
         except G.UnknownRecordType:
             loaded.skipped += 1
             continue

@@ -52,8 +52,13 @@ class OffsetMetadataManager:
         self._logged: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]] = {}
         self._write_seq = itertools.count(1)
         # Transactional offsets (TxnOffsetCommit) waiting for their transaction's
-        # end marker: producer id -> group -> {partition: offset}.
-        self.pending_txn: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
+        # end marker: producer id -> group -> {partition: (offset, write order)}.
+        self.pending_txn: dict[int, dict[str, dict[tuple[str, int], tuple]]] = {}
+        # The write order (the log's order: writes are appended as issued) of the
+        # record each committed offset came from, for a transaction's commit to
+        # keep a later one (OffsetMetadataManager compares record offsets).
+        # Loaded offsets have negative orders, below every new write.
+        self.written_at: dict[str, dict[tuple[str, int], int]] = {}
 
     def _refusal(self, group_id: str) -> E | None:
         return self.refusal
@@ -61,6 +66,7 @@ class OffsetMetadataManager:
     def forget(self, group_id: str) -> None:
         """A deleted group's offsets go with it."""
         self.offsets.groups.pop(group_id, None)
+        self.written_at.pop(group_id, None)
 
     # == OffsetCommit ===================================================================
 
@@ -130,6 +136,10 @@ class OffsetMetadataManager:
         latest = self._settle(group_id, seq, stored, error)
         if group_id in self.groups:  # the same group, or what it became (KIP-848)
             self.offsets.apply(group_id, latest)
+            if error is E.NONE:
+                orders = self.written_at.setdefault(group_id, {})
+                for tp in latest:
+                    orders[tp] = seq
         if error is not E.NONE:
             code = map_write_error(error)
             answer = {tp: code if tp in stored else c for tp, c in answer.items()}
@@ -171,6 +181,7 @@ class OffsetMetadataManager:
         partitions = list(partitions)
         seq = self._issue(group_id, partitions)
         self.offsets.apply(group_id, {tp: None for tp in partitions})
+        self._forget_pending(group_id, partitions)
         return chunked_writes(self._offset_tombstones(group_id, partitions), functools.partial(
             self._offsets_deleted, group_id, seq, partitions, done))
 
@@ -223,18 +234,20 @@ class OffsetMetadataManager:
                                            committed.metadata, now, -1)
         if not stored:
             return out.answer(ticket, answer)
+        seq = next(self._write_seq)
         out.writes.append(Write(OffsetStore.commit_records(group_id, stored), functools.partial(
-            self._txn_written, ticket, group_id, producer_id, stored, answer),
+            self._txn_written, ticket, group_id, producer_id, stored, answer, seq),
             producer=(producer_id, producer_epoch)))
         return out
 
     def _txn_written(self, ticket, group_id: str, producer_id: int, stored: dict, answer: dict,
-                     error: E, now: int) -> Outcome:
+                     seq: int, error: E, now: int) -> Outcome:
         if error is not E.NONE:
             code = map_write_error(error)
             return Outcome().answer(ticket, {tp: code if tp in stored else c
                                              for tp, c in answer.items()})
-        self.pending_txn.setdefault(producer_id, {}).setdefault(group_id, {}).update(stored)
+        self.pending_txn.setdefault(producer_id, {}).setdefault(group_id, {}).update(
+            (tp, (committed, seq)) for tp, committed in stored.items())
         if group_id not in self.groups:
             self.groups[group_id] = Group(group_id)  # a simple group, as OffsetCommit makes
             log.info("group.created", group_id=group_id, generation=0,
@@ -260,8 +273,24 @@ class OffsetMetadataManager:
             for group_id, offsets in pending.items():
                 if group_id not in self.groups:
                     self.groups[group_id] = Group(group_id)  # a simple group, as a commit makes
-                self.offsets.apply(group_id, dict(offsets))
+                orders = self.written_at.setdefault(group_id, {})
+                # an offset written after the transaction's own stays
+                # (OffsetMetadataManager.replayEndTransactionMarker)
+                newer = {tp: committed for tp, (committed, seq) in offsets.items()
+                         if seq > orders.get(tp, -(1 << 62))}
+                self.offsets.apply(group_id, newer)
+                for tp in newer:
+                    orders[tp] = offsets[tp][1]
         return Outcome().answer(ticket, E.NONE)
+
+    def _forget_pending(self, group_id: str, partitions) -> None:
+        """A deletion's tombstones also drop the transactional offsets pending for
+        those partitions (Kafka's replay of an offset tombstone)."""
+        for by_group in self.pending_txn.values():
+            held = by_group.get(group_id)
+            if held:
+                for tp in partitions:
+                    held.pop(tp, None)
 
     def unstable(self, group_id: str) -> set[tuple[str, int]]:
         """The group's partitions with transactional offsets not yet ended
@@ -304,6 +333,7 @@ class OffsetMetadataManager:
         still in flight stay deleted.  ``deleted_all`` settles the write."""
         partitions = sorted(self._held_or_pending(group_id))
         seq = self._issue(group_id, partitions)
+        self._forget_pending(group_id, partitions)
         return self._offset_tombstones(group_id, partitions), seq, partitions
 
     def deleted_all(self, group_id: str, seq: int, partitions, error: E) -> dict:

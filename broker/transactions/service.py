@@ -15,6 +15,7 @@ import asyncio
 
 import structlog
 
+from broker.groups.coordinator import GroupCoordinator
 from broker.groups.loader import plain_records
 from broker.groups.placement import coordinator_partition
 from broker.runtime.runtime import ADAPTIVE_LINGER, CoordinatorRuntime
@@ -118,10 +119,74 @@ class TransactionService:
 
     def _effects(self, partition: int, effects: list) -> None:
         for job in effects:
-            if isinstance(job, MarkerJob):
+            if isinstance(job, MarkerJob) and not self._write_markers_now(job):
                 task = self.runtime.loop.create_task(self._write_markers(job))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
+
+    def _write_markers_now(self, job: MarkerJob) -> bool:
+        """Write the markers and complete the transaction in this turn of the
+        loop, when nothing has to be waited for (every log's producer state
+        loaded, no fsync asked for before an acknowledgement): the producer's
+        next transaction then never finds this one still completing.  False
+        when the markers need the asynchronous path (``_write_markers``)."""
+        broker = self._broker
+        logs = []
+        for topic, index in job.partitions:
+            plog = broker.logs.get(topic, index)
+            if plog is None:
+                if topic == OFFSETS_TOPIC:
+                    return False  # its folder appears on its first write: the slow path
+                continue  # the topic was deleted
+            if not plog.producers_loaded or plog.config.flush_policy != "never":
+                return False
+            logs.append((topic, index, plog))
+        waiting = []
+        for topic, index, plog in logs:
+            if topic == OFFSETS_TOPIC:
+                waiting.append((index, broker.groups.runtime.write(
+                    index, GroupCoordinator.complete_txn, job.producer_id, job.producer_epoch,
+                    job.commit, job.coordinator_epoch)))
+                continue
+            self._append_marker(job, topic, index, plog)
+        if any(not ticket.done() for _i, ticket in waiting):
+            task = self.runtime.loop.create_task(self._complete_after(job, waiting))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return True
+        self._markers_logged(job, waiting)
+        self.runtime.write(job.partition, TransactionShard.markers_written,
+                           job.transactional_id, job.producer_id, job.producer_epoch, job.commit)
+        return True
+
+    async def _complete_after(self, job: MarkerJob, waiting) -> None:
+        for _index, ticket in waiting:
+            await ticket
+        self._markers_logged(job, waiting)
+        self.runtime.write(job.partition, TransactionShard.markers_written,
+                           job.transactional_id, job.producer_id, job.producer_epoch, job.commit)
+
+    def _append_marker(self, job: MarkerJob, topic: str, index: int, plog) -> None:
+        broker = self._broker
+        try:
+            segments = len(plog.segments)
+            plog.append_marker(job.producer_id, job.producer_epoch, job.commit,
+                               coordinator_epoch=job.coordinator_epoch,
+                               leader_epoch=LEADER_EPOCH)
+            plog.flusher.durable_now(len(plog.segments) != segments)  # a rolled segment: fsynced
+        except StorageError as exc:
+            log.warning("transactions.marker_failed", transactional_id=job.transactional_id,
+                        topic=topic, partition=index, error=exc.code.name, reason=str(exc))
+            return
+        broker.fetch_waiters.notify((topic, index))
+
+    @staticmethod
+    def _markers_logged(job: MarkerJob, waiting) -> None:
+        for index, ticket in waiting:
+            code = ticket.result()
+            if code != ErrorCode.NONE:
+                log.warning("transactions.marker_failed", transactional_id=job.transactional_id,
+                            topic=OFFSETS_TOPIC, partition=index, error=code.name)
 
     async def _write_markers(self, job: MarkerJob) -> None:
         broker = self._broker

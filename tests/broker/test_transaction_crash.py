@@ -153,3 +153,119 @@ def test_a_commit_acknowledged_before_a_kill_gets_its_markers_after_it(tmp_path)
             assert T.latest_offset(wire, "prepared", committed=True) == 2
     finally:
         node.terminate()
+
+
+def _copy(bootstrap: str, stop, total: int, progress: list) -> None:
+    """An exactly-once copy loop as applications write it (confluent-kafka):
+    consume from where the group's committed offset says, produce, commit the
+    offsets with the output in one transaction.  Returns on the first error
+    (the broker was killed) or when the input is copied."""
+    from confluent_kafka import Consumer, KafkaException, Producer
+    from confluent_kafka import TopicPartition as CTP
+
+    consumer = producer = None
+    try:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "copier",
+                             "isolation.level": "read_committed", "enable.auto.commit": False,
+                             "auto.offset.reset": "earliest", "socket.timeout.ms": 3000})
+        consumer.assign([CTP("in", 0)])
+        # (short timeouts: a producer left with records and a transaction for a
+        # killed broker gives up on them, when it is closed, within seconds
+        # instead of holding its thread for the default minute or more)
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "copier-1",
+                             "transaction.timeout.ms": 5000, "socket.timeout.ms": 3000,
+                             "message.timeout.ms": 3000})
+        producer.init_transactions(10)
+        deadline = time.monotonic() + 60
+        if consumer.committed([CTP("in", 0)], 10)[0].offset >= total:
+            return
+        while not stop.is_set() and time.monotonic() < deadline:
+            batch = [m for m in consumer.consume(10, 0.5) if not m.error()]
+            if not batch:
+                continue
+            producer.begin_transaction()
+            for message in batch:
+                producer.produce("out", message.value(), partition=0)
+            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                 consumer.consumer_group_metadata(), 5)
+            producer.commit_transaction(5)
+            progress.append(batch[-1].offset())
+            if batch[-1].offset() + 1 >= total:
+                return
+    except KafkaException:
+        return  # the broker went away: this instance stops, as an application's would
+    finally:
+        if producer is not None:
+            producer.purge()
+        if consumer is not None:
+            try:
+                consumer.close()
+            except Exception:  # noqa: BLE001 - closing after a kill
+                pass
+
+
+def _read_committed(bootstrap: str) -> list[bytes]:
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
+
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "checker",
+                       "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                       "enable.partition.eof": True})
+    reader.assign([CTP("out", 0)])
+    values = []
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            message = reader.poll(0.5)
+            if message is None:
+                continue
+            if message.error():
+                break
+            values.append(message.value())
+    finally:
+        reader.close()
+    return values
+
+
+def test_a_copy_loop_killed_at_random_points_copies_every_record_exactly_once(tmp_path):
+    import os
+    import random
+    import threading
+
+    from confluent_kafka import Producer
+
+    seed = int(os.environ.get("KCOORD_CRASH_SEED", random.randrange(1 << 30)))
+    rng = random.Random(seed)
+    total = 4000
+    data = tmp_path / "data"
+    node = BrokerProcess(data).start()
+    with WireClient.to(node.bootstrap) as wire:
+        create_topic(wire, "in")
+        create_topic(wire, "out")
+    feed = Producer({"bootstrap.servers": node.bootstrap})
+    for i in range(total):
+        feed.produce("in", b"record-%05d" % i, partition=0)
+    assert feed.flush(30) == 0
+    interrupted = 0  # rounds killed with the copy under way
+    try:
+        for _round in range(3):
+            stop, progress = threading.Event(), []
+            copier = threading.Thread(target=_copy, args=(node.bootstrap, stop, total, progress))
+            copier.start()
+            deadline = time.monotonic() + 20
+            while not progress and copier.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.01)  # under way
+            time.sleep(rng.uniform(0.0, 0.5))
+            node.kill()
+            stop.set()
+            copier.join(60)
+            assert not copier.is_alive(), f"seed {seed}"
+            interrupted += bool(progress) and progress[-1] + 1 < total
+            node = BrokerProcess(data).start()
+        stop, progress = threading.Event(), []
+        _copy(node.bootstrap, stop, total, progress)  # to the end, undisturbed
+        values = _read_committed(node.bootstrap)
+    finally:
+        node.kill()
+    assert interrupted, f"seed {seed}: no kill landed while the copy was under way"
+    assert values == [b"record-%05d" % i for i in range(total)], f"seed {seed}"

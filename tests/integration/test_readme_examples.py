@@ -17,7 +17,9 @@ from tests.support import REPO
 _ALL = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
 BLOCKS = [b for b in _ALL
           if not b.startswith("# test_") and "EmbeddedBroker" not in b and
-          '"group.protocol": "consumer"' not in b]
+          '"group.protocol": "consumer"' not in b and "transactional.id" not in b]
+# The exactly-once example (a transactional consume-transform-produce loop).
+EXACTLY_ONCE = [b for b in _ALL if "transactional.id" in b]
 # The consumer group protocol's example (a broker started with it enabled).
 KIP848 = [b for b in _ALL if '"group.protocol": "consumer"' in b]
 CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka"]
@@ -67,3 +69,11 @@ def test_readme_consumer_protocol_example(make_broker):
     _run(BLOCKS[0], node.bootstrap)  # creates "orders" with 3 partitions
     out = _run(example, node.bootstrap)
     assert "billing-v2 owns partitions [0, 1, 2]" in out, out
+
+
+def test_readme_exactly_once_example(make_broker):
+    """Every payment gets one receipt, read back by a read_committed consumer."""
+    (block,) = EXACTLY_ONCE
+    node = make_broker()
+    out = _run(block, node.bootstrap)
+    assert out.strip() == repr([b"receipt for payment %d" % n for n in range(5)]), out

@@ -8,6 +8,7 @@ Each tool is run the way its script runs it (``kafka-topics.sh`` is
 from __future__ import annotations
 
 import json
+import time
 import re
 
 import pytest
@@ -940,3 +941,65 @@ def test_dump_log_segments_reads_transactions_kcoord_writes(tools, make_broker):
     assert decoded.count('key: {"type":"0","data":{"transactionalId":"dump-txn"}}') == 4
     statuses = re.findall(r'"transactionStatus":"(\w+)"', decoded)
     assert statuses == ["Empty", "Ongoing", "PrepareAbort", "CompleteAbort"]
+
+
+def _copier_session(bootstrap: str, suffix: str) -> dict:
+    """Kafka's TransactionalMessageCopier (its exactly-once system tests' tool)
+    copies 1,000 records with random aborts, committing its input offsets in each
+    transaction; then kafka-transactions find-hanging looks for transactions
+    left open."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as CTP
+
+    source, sink, group = f"copy-in-{suffix}", f"copy-out-{suffix}", f"copier-{suffix}"
+    feed = Producer({"bootstrap.servers": bootstrap})
+    for i in range(1000):
+        feed.produce(source, f"record-{i}".encode(), partition=0)
+    assert feed.flush(30) == 0
+    copied = kafka.run_tool(
+        "org.apache.kafka.tools.TransactionalMessageCopier", "--broker-list", bootstrap,
+        "--input-topic", source, "--input-partition", "0", "--output-topic", sink,
+        "--transactional-id", f"copier-{suffix}", "--consumer-group", group,
+        "--transaction-size", "50", "--enable-random-aborts", "--use-group-metadata",
+        "--max-messages", "1000")
+    assert copied.returncode == 0, copied.stdout[-2000:] + copied.stderr[-2000:]
+    events = [json.loads(line) for line in copied.stdout.splitlines() if line.startswith("{")]
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{suffix}",
+                       "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                       "enable.partition.eof": True})
+    reader.assign([CTP(sink, 0)])
+    values, done = [], False
+    deadline = time.monotonic() + 60
+    while not done and time.monotonic() < deadline:
+        message = reader.poll(0.5)
+        if message is None:
+            continue
+        if message.error():
+            done = True
+        else:
+            values.append(message.value().decode())
+    reader.close()
+    owner = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    committed = owner.committed([CTP(source, 0)], 10)[0].offset
+    owner.close()
+    hanging = _run("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server",
+                   bootstrap, "find-hanging", "--broker-id", "1")
+    return {"values": values,
+            "last_event": (events[-1]["stage"], events[-1]["totalProcessed"]) if events else None,
+            "hanging": hanging.strip().splitlines(), "committed": committed}
+
+
+def test_transactional_message_copier_copies_exactly_once_as_on_kafka(
+        tools, make_broker, scratch_kafka):
+    import uuid
+
+    suffix = uuid.uuid4().hex[:8]
+    ours = _copier_session(make_broker().bootstrap, suffix)
+    theirs = _copier_session(scratch_kafka.bootstrap, suffix)
+    for side, run in (("kcoord", ours), ("Kafka", theirs)):
+        assert sorted(run["values"]) == sorted(f"record-{i}" for i in range(1000)), side
+        assert run["values"] == [f"record-{i}" for i in range(1000)], side  # in order
+        assert run["committed"] == 1000, side  # the input offsets, with the output
+    assert ours["last_event"] == theirs["last_event"] == ("ShutdownComplete", 1000)
+    assert len(ours["hanging"]) == 1  # the header alone: nothing hangs
+    assert ours["hanging"] == theirs["hanging"]
