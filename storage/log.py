@@ -56,7 +56,7 @@ from storage.errors import CorruptLogError, KafkaStorageError, LogClosedError, O
 from storage.files import fsync_dir
 from storage.flush import LogFlusher
 from storage.loader import load_segments
-from storage import producer_load
+from storage import producer_load, producer_snapshot
 from storage.producer_state import ABORT, COMMIT, ProducerState
 from storage.retention import deletable_count
 from storage.layout import segment_name
@@ -159,6 +159,13 @@ class PartitionLog:
             os.makedirs(directory, exist_ok=True)
         self._load(clean_shutdown, log_start_offset)
         self.producers_loaded = self.segments[-1].size == 0 and len(self.segments) == 1
+        # The producer state a clean shutdown left (its snapshot at the log end
+        # offset) spares the replay of every batch header.
+        snapshot = producer_snapshot.load(directory, self.log_end_offset, self.segments,
+                                          self.log_start_offset)
+        if snapshot is not None and not self.producers_loaded:
+            self.producers = snapshot
+            self.producers_loaded = True
 
     # --- naming ----------------------------------------------------------------------
 
@@ -929,6 +936,9 @@ class PartitionLog:
                     seg.on_become_inactive()
                 for seg in self.segments:
                     seg.flush()
+                if self.producers_loaded:
+                    producer_snapshot.write(self.directory, self.log_end_offset, self.producers,
+                                            sync_dir=False)
                 fsync_dir(self.directory)
             except OSError as exc:
                 self.close_files()

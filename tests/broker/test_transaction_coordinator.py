@@ -46,9 +46,9 @@ class Harness:
         self.pending.extend(outcome.writes)
         self.jobs.extend(outcome.effects)
 
-    def call(self, op, *args, settle=True):
+    def call(self, op, *args, settle=True, **kwargs):
         ticket = next(self._tickets)
-        self._take(op(self.shard, ticket, *args, self.clock.now))
+        self._take(op(self.shard, ticket, *args, self.clock.now, **kwargs))
         if settle:
             self.settle()
         got = self.answers.get(ticket)
@@ -245,3 +245,49 @@ def test_replaying_the_records_gives_the_live_state(stop_at):
         assert job.commit and job.partitions == (("a", 0), ("b", 2))
     else:
         assert outcome.effects == []
+
+
+def _end_v2(h, txn, pid, epoch, commit, new_pid=-1):
+    return h.call(TransactionShard.end_txn, txn, pid, epoch, commit, tv2=True, new_pid=new_pid)
+
+
+def test_transaction_version_2_bumps_the_epoch_at_every_end_and_knows_its_retries():
+    h = Harness()
+    _e, pid, epoch = h.init()
+    h.call(TransactionShard.add_partitions, "t", pid, epoch, [("a", 0)], client_tv=2)
+    assert h.state().client_transaction_version == 2
+    assert _end_v2(h, "t", pid, epoch, True) == (E.NONE, pid, epoch + 1)
+    (job,) = h.markers_done()
+    assert (job.producer_epoch, job.commit) == (epoch + 1, True)  # markers carry the bump
+    assert h.state().state is TxnState.COMPLETE_COMMIT
+    # a retry with the old epoch gets the same answer; an abort of it does not
+    assert _end_v2(h, "t", pid, epoch, True) == (E.NONE, pid, epoch + 1)
+    assert _end_v2(h, "t", pid, epoch, False) == (E.INVALID_TXN_STATE, -1, -1)
+    assert _end_v2(h, "t", pid, epoch - 1, True) == (E.PRODUCER_FENCED, -1, -1)
+    assert _end_v2(h, "t", pid + 1, epoch + 1, True)[0] == E.INVALID_PRODUCER_ID_MAPPING
+    # committing again with the new epoch: nothing is open
+    assert _end_v2(h, "t", pid, epoch + 1, True) == (E.INVALID_TXN_STATE, -1, -1)
+
+
+def test_transaction_version_2_aborts_with_nothing_open_as_an_empty_transaction():
+    h = Harness()
+    _e, pid, epoch = h.init()
+    assert _end_v2(h, "t", pid, epoch, False) == (E.NONE, pid, epoch + 1)
+    (job,) = h.markers_done()
+    assert job.partitions == ()  # no marker to write
+    assert h.state().state is TxnState.COMPLETE_ABORT
+    assert _end_v2(h, "t", pid, epoch, False) == (E.NONE, pid, epoch + 1)  # a retry
+    assert _end_v2(h, "t", pid, epoch + 1, True) == (E.INVALID_TXN_STATE, -1, -1)
+
+
+def test_transaction_version_2_takes_a_new_producer_id_when_the_epoch_overflows():
+    h = Harness()
+    _e, pid, _epoch = h.init()
+    h.state().producer_epoch = 32766
+    h.call(TransactionShard.add_partitions, "t", pid, 32766, [("a", 0)], client_tv=2)
+    assert _end_v2(h, "t", pid, 32766, True, new_pid=4242) == (E.NONE, 4242, 0)
+    (job,) = h.markers_done()
+    assert (job.producer_id, job.producer_epoch) == (pid, 32767)  # the old id's last epoch
+    assert (h.state().producer_id, h.state().producer_epoch) == (4242, 0)
+    # the retry of the end, from the old id at its overflowed epoch
+    assert _end_v2(h, "t", pid, 32766, True) == (E.NONE, 4242, 0)

@@ -932,6 +932,17 @@ def test_dump_log_segments_reads_transactions_kcoord_writes(tools, make_broker):
                      rf"producerEpoch: {epoch} partitionLeaderEpoch: 0 isTransactional: true "
                      r"isControl: true", dumped)
     assert "| offset: 2 " in dumped and "endTxnMarker: ABORT coordinatorEpoch: 0" in dumped
+    # the aborted transaction's .txnindex entry, and the producer snapshot the
+    # clean shutdown left, as Kafka's tool reads them
+    index = _run("org.apache.kafka.tools.DumpLogSegments", "--files",
+                 str(data / "00000000000000000000.txnindex"))
+    assert f"version: 0 producerId: {pid} firstOffset: 0 lastOffset: 2 lastStableOffset: 3" \
+        in index
+    snapshot = _run("org.apache.kafka.tools.DumpLogSegments", "--files",
+                    str(data / "00000000000000000003.snapshot"))
+    assert re.search(rf"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: 0 "
+                     r"currentTxnFirstOffset: OptionalLong.empty .* firstSequence: 0 "
+                     r"lastSequence: 1 lastOffset: 1 offsetDelta: 1", snapshot)
     state = [p for p in node.config.data_dir.glob("__transaction_state-*")
              if any(f.stat().st_size for f in p.glob("*.log"))]
     (folder,) = state

@@ -86,8 +86,8 @@ def test_a_reopened_log_recognises_a_retry_without_an_explicit_load(tmp_path):
     plog = PartitionLog(str(tmp_path / "t-0"))
     plog.append(_idempotent(0))
     plog.append(_idempotent(1))
-    plog.close()
-    plog = PartitionLog(str(tmp_path / "t-0"), clean_shutdown=True)
+    plog.close_files()  # a crash: no producer snapshot
+    plog = PartitionLog(str(tmp_path / "t-0"), clean_shutdown=False)
     assert not plog.producers_loaded
     retry = plog.append(_idempotent(1))
     assert retry.duplicate and retry.first_offset == 1 and plog.log_end_offset == 2
@@ -99,8 +99,8 @@ def test_a_reopened_log_recognises_a_retry_without_an_explicit_load(tmp_path):
 def test_the_background_load_sees_batches_appended_while_it_scans(tmp_path):
     plog = PartitionLog(str(tmp_path / "t-0"))
     plog.append(_idempotent(0))
-    plog.close()
-    plog = PartitionLog(str(tmp_path / "t-0"), clean_shutdown=True)
+    plog.close_files()  # a crash: no producer snapshot
+    plog = PartitionLog(str(tmp_path / "t-0"), clean_shutdown=False)
     segment = plog.segments[-1]
     real_headers = segment.headers
     appended = []

@@ -102,8 +102,8 @@ def test_open_and_aborted_transactions_are_rebuilt_after_a_restart(tmp_path):
     plog.append(txn_batch(7, 0, [b"a"]))
     plog.append_marker(7, 0, False, coordinator_epoch=1)
     plog.append(txn_batch(8, 0, [b"b"]))
-    plog.close()
-    again = PartitionLog(path, clean_shutdown=True)
+    plog.close_files()  # a crash: no producer snapshot, the log is replayed
+    again = PartitionLog(path, clean_shutdown=False)
     assert not again.producers_loaded
     again._scan_producers()
     assert again.last_stable_offset == 2
@@ -211,3 +211,67 @@ def test_compaction_keeps_each_kept_aborts_txnindex_entry(tmp_path):
     entries = [e for p in sorted(directory.glob("*.txnindex")) for e in _txnindex_entries(p)]
     assert entries == [(0, 7, 0, 1, 2)]
     assert not list(directory.glob("*.deleted")) and not list(directory.glob("*.swap"))
+
+
+def test_a_clean_shutdown_leaves_a_snapshot_the_next_open_reads_instead_of_the_log(
+        tmp_path, monkeypatch):
+    from storage import producer_load
+
+    directory = tmp_path / "t-0"
+    plog = PartitionLog(str(directory))
+    plog.append(txn_batch(7, 0, [b"a"], epoch=3))
+    plog.append_marker(7, 3, False, coordinator_epoch=2, now_ms=2_000)
+    plog.append(txn_batch(8, 0, [b"b", b"c"]))  # 2-3, open
+    plog.close()
+    (snapshot,) = directory.glob("*.snapshot")
+    assert snapshot.name == "00000000000000000004.snapshot"
+
+    def no_replay(*_args):
+        raise AssertionError("the log was replayed")
+
+    monkeypatch.setattr(producer_load, "replay", no_replay)
+    monkeypatch.setattr(producer_load, "scan", no_replay)
+    again = PartitionLog(str(directory), clean_shutdown=True)
+    assert again.producers_loaded
+    assert again.last_stable_offset == 2
+    assert again.aborted_transactions(0, 4) == [AbortedTxn(7, 0, 1, 2)]
+    entry = again.producers.entry(7)
+    assert (entry.epoch, entry.coordinator_epoch, entry.txn_first_offset) == (3, 2, -1)
+    assert again.producers.entry(8).last_seq == 1
+    # the producer goes on where it was, and a retry of its last batch is a duplicate
+    assert again.append(txn_batch(8, 0, [b"b", b"c"])).duplicate
+    again.append(txn_batch(8, 2, [b"d"]))
+    with pytest.raises(InvalidTxnStateError):
+        again.append(txn_batch(8, 3, [b"e"], transactional=False))
+    assert not list(directory.glob("*.snapshot"))  # read once, then gone
+
+
+def test_a_crash_after_the_snapshot_replays_the_log(tmp_path):
+    directory = tmp_path / "t-0"
+    plog = PartitionLog(str(directory))
+    plog.append(txn_batch(7, 0, [b"a"]))
+    plog.close()  # a snapshot at 1
+    again = PartitionLog(str(directory), clean_shutdown=True)
+    again.append_marker(7, 0, False, coordinator_epoch=0)
+    again.append(txn_batch(8, 0, [b"b"]))
+    again.close_files()  # a crash: no new snapshot
+    third = PartitionLog(str(directory), clean_shutdown=False)
+    assert not third.producers_loaded
+    third._scan_producers()
+    assert third.last_stable_offset == 2
+    assert third.aborted_transactions(0, 3) == [AbortedTxn(7, 0, 1, 2)]
+
+
+def test_a_damaged_snapshot_is_not_read(tmp_path):
+    directory = tmp_path / "t-0"
+    plog = PartitionLog(str(directory))
+    plog.append(txn_batch(7, 0, [b"a"]))
+    plog.close()
+    (snapshot,) = directory.glob("*.snapshot")
+    data = bytearray(snapshot.read_bytes())
+    data[-1] ^= 0xFF
+    snapshot.write_bytes(bytes(data))
+    again = PartitionLog(str(directory), clean_shutdown=True)
+    assert not again.producers_loaded
+    again._scan_producers()
+    assert again.last_stable_offset == 0
