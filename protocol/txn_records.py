@@ -48,6 +48,15 @@ class TransactionState(enum.IntEnum):
     DEAD = 6
     PREPARE_EPOCH_FENCE = 7
 
+    @property
+    def display(self) -> str:
+        """The name DescribeTransactions and ListTransactions give."""
+        return STATE_NAMES[self]
+
+    @classmethod
+    def by_display(cls, name: str) -> "TransactionState | None":
+        return next((state for state, shown in STATE_NAMES.items() if shown == name), None)
+
 
 # The names DescribeTransactions and ListTransactions answer and filter on.
 STATE_NAMES: dict[TransactionState, str] = {

@@ -3,6 +3,7 @@ and the coordinator's answers shaped for the request's version."""
 
 from __future__ import annotations
 
+from broker.groups.offsets import OffsetAndMetadata
 from protocol.errors import ErrorCode
 
 # Kafka without an authorizer grants every operation a group supports:
@@ -75,3 +76,28 @@ def by_name(broker, topics, by_id: bool):
 
 def first_error(*codes) -> ErrorCode:
     return next((c for c in codes if c != ErrorCode.NONE), ErrorCode.NONE)
+
+
+def committed_offsets(broker, topics, by_id: bool, leader_epochs: bool):
+    """OffsetCommit's and TxnOffsetCommit's first steps: ``(named, unknown ids,
+    errors, offsets)``: the request's topics by name, the indexes of those
+    named by an unknown id, UNKNOWN_TOPIC_OR_PARTITION for unknown partitions
+    and the offsets of the others (``leader_epochs``: the version carries them)."""
+    named, unknown_ids = by_name(broker, topics, by_id)
+    errors, known = split_known(broker, named)
+    offsets = {tp: OffsetAndMetadata(p.committed_offset,
+                                     p.committed_leader_epoch if leader_epochs else -1,
+                                     p.committed_metadata or "")
+               for tp, p in known}
+    return named, unknown_ids, errors, offsets
+
+
+def commit_answer(topics, named, unknown_ids, errors: dict) -> dict:
+    """The OffsetCommit / TxnOffsetCommit answer, in request order."""
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": topic.name, "topic_id": topic.topic_id, "partitions": [
+            {"partition_index": p.partition_index,
+             "error_code": ErrorCode.UNKNOWN_TOPIC_ID if i in unknown_ids
+             else errors[(named_topic.name, p.partition_index)]}
+            for p in topic.partitions]}
+        for i, (topic, named_topic) in enumerate(zip(topics, named))]}

@@ -15,9 +15,7 @@
 from __future__ import annotations
 
 from broker.apis import api
-from broker.apis.group_support import by_name, split_known, when_answered
-from broker.groups.offsets import OffsetAndMetadata
-from protocol.errors import ErrorCode
+from broker.apis.group_support import commit_answer, committed_offsets, when_answered
 
 
 @api(key=8, versions=(1, 10))
@@ -25,22 +23,12 @@ def offset_commit(ctx, request):
     version = ctx.api_version
     broker = ctx.broker
     groups = broker.groups
-    named, unknown_ids = by_name(broker, request.topics, version >= 10)
-    answer, known = split_known(broker, named)
-    offsets = {tp: OffsetAndMetadata(p.committed_offset,
-                                     p.committed_leader_epoch if version >= 6 else -1,
-                                     p.committed_metadata or "")
-               for tp, p in known}
+    named, unknown_ids, answer, offsets = committed_offsets(
+        broker, request.topics, version >= 10, version >= 6)
 
     def shape(committed):
         answer.update(committed)
-        return {"throttle_time_ms": 0, "topics": [
-            {"name": topic.name, "topic_id": topic.topic_id, "partitions": [
-                {"partition_index": p.partition_index,
-                 "error_code": ErrorCode.UNKNOWN_TOPIC_ID if i in unknown_ids
-                 else answer[(named_topic.name, p.partition_index)]}
-                for p in topic.partitions]}
-            for i, (topic, named_topic) in enumerate(zip(request.topics, named))]}
+        return commit_answer(request.topics, named, unknown_ids, answer)
 
     if not offsets:
         return shape({})

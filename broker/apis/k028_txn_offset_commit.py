@@ -23,8 +23,7 @@ UNSTABLE_OFFSET_COMMIT.
 from __future__ import annotations
 
 from broker.apis import api
-from broker.apis.group_support import by_name, split_known
-from broker.groups.offsets import OffsetAndMetadata
+from broker.apis.group_support import commit_answer, committed_offsets
 from protocol.errors import ErrorCode
 from storage.layout import OFFSETS_TOPIC
 
@@ -55,12 +54,8 @@ async def _transaction_error(ctx, request, version: int) -> ErrorCode:
 async def txn_offset_commit(ctx, request):
     version = ctx.api_version
     broker = ctx.broker
-    named, unknown_ids = by_name(broker, request.topics, version >= 6)
-    answer, known = split_known(broker, named)
-    offsets = {tp: OffsetAndMetadata(p.committed_offset,
-                                     p.committed_leader_epoch if version >= 2 else -1,
-                                     p.committed_metadata or "")
-               for tp, p in known}
+    named, unknown_ids, answer, offsets = committed_offsets(
+        broker, request.topics, version >= 6, version >= 2)
     if offsets:
         code = ErrorCode.INVALID_GROUP_ID if not request.group_id else \
             await _transaction_error(ctx, request, version)
@@ -78,10 +73,4 @@ async def txn_offset_commit(ctx, request):
             elif c == ErrorCode.STALE_MEMBER_EPOCH and version < 6:
                 c = ErrorCode.ILLEGAL_GENERATION
             answer[tp] = c
-    return {"throttle_time_ms": 0, "topics": [
-        {"name": topic.name, "topic_id": topic.topic_id, "partitions": [
-            {"partition_index": p.partition_index,
-             "error_code": ErrorCode.UNKNOWN_TOPIC_ID if i in unknown_ids
-             else answer[(named_topic.name, p.partition_index)]}
-            for p in topic.partitions]}
-        for i, (topic, named_topic) in enumerate(zip(request.topics, named))]}
+    return commit_answer(request.topics, named, unknown_ids, answer)

@@ -5,8 +5,9 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
+
+from protocol.txn_records import TransactionState
 
 NO_PRODUCER_ID = -1
 NO_EPOCH = -1
@@ -15,38 +16,10 @@ NO_EPOCH = -1
 EXHAUSTED_EPOCH = 32767 - 1
 
 
-class TxnState(enum.IntEnum):
-    """TransactionState ids, as written in TransactionLogValue.transaction_status."""
-    EMPTY = 0
-    ONGOING = 1
-    PREPARE_COMMIT = 2
-    PREPARE_ABORT = 3
-    COMPLETE_COMMIT = 4
-    COMPLETE_ABORT = 5
-    DEAD = 6
-    PREPARE_EPOCH_FENCE = 7
-
-    @property
-    def display(self) -> str:
-        """The name DescribeTransactions and ListTransactions give."""
-        return _NAMES[self]
-
-    @classmethod
-    def by_display(cls, name: str) -> "TxnState | None":
-        return _BY_NAME.get(name)
+# TransactionState ids, as written in TransactionLogValue.transaction_status.
+TxnState = TransactionState
 
 
-_NAMES = {
-    TxnState.EMPTY: "Empty",
-    TxnState.ONGOING: "Ongoing",
-    TxnState.PREPARE_COMMIT: "PrepareCommit",
-    TxnState.PREPARE_ABORT: "PrepareAbort",
-    TxnState.COMPLETE_COMMIT: "CompleteCommit",
-    TxnState.COMPLETE_ABORT: "CompleteAbort",
-    TxnState.DEAD: "Dead",
-    TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
-}
-_BY_NAME = {name: state for state, name in _NAMES.items()}
 COMPLETE = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 PREPARING = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
 
