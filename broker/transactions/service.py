@@ -140,6 +140,8 @@ class TransactionService:
                 continue  # the topic was deleted
             if not plog.producers_loaded or plog.config.flush_policy != "never":
                 return False
+            if topic == OFFSETS_TOPIC and index not in broker.groups.runtime.shards:
+                return False  # its group coordinator is still loading: the slow path waits
             logs.append((topic, index, plog))
         waiting = []
         for topic, index, plog in logs:
@@ -192,10 +194,16 @@ class TransactionService:
         broker = self._broker
         for topic, index in job.partitions:
             if topic == OFFSETS_TOPIC:
-                # the group coordinator writes it, and makes the offsets count or not
-                code = await broker.groups.complete_transaction(
-                    index, job.producer_id, job.producer_epoch, job.commit,
-                    job.coordinator_epoch)
+                # the group coordinator writes it, and makes the offsets count or
+                # not; one still loading its partition gets it once loaded (Kafka
+                # sends a marker again until it is written)
+                while True:
+                    code = await broker.groups.complete_transaction(
+                        index, job.producer_id, job.producer_epoch, job.commit,
+                        job.coordinator_epoch)
+                    if code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                        break
+                    await broker.groups.loaded.wait()
                 if code != ErrorCode.NONE:
                     log.warning("transactions.marker_failed",
                                 transactional_id=job.transactional_id, topic=topic,

@@ -291,3 +291,78 @@ def test_transaction_version_2_takes_a_new_producer_id_when_the_epoch_overflows(
     assert (h.state().producer_id, h.state().producer_epoch) == (4242, 0)
     # the retry of the end, from the old id at its overflowed epoch
     assert _end_v2(h, "t", pid, 32766, True) == (E.NONE, 4242, 0)
+
+
+def test_a_partition_not_served_refuses_every_request_with_its_reason():
+    shard = TransactionShard(TxnConfig(), now=T0, partition=-1, timers=None,
+                             refusal=E.COORDINATOR_LOAD_IN_PROGRESS)
+    out = shard.init_producer_id("t1", "t", 60_000, -1, -1, 7, T0)
+    assert out.answers == [("t1", (E.COORDINATOR_LOAD_IN_PROGRESS, -1, -1))] and not out.writes
+    assert shard.add_partitions("t2", "t", 1, 0, [("a", 0)], T0).answers == [
+        ("t2", E.COORDINATOR_LOAD_IN_PROGRESS)]
+    assert shard.end_txn("t3", "t", 1, 0, True, T0).answers == [
+        ("t3", E.COORDINATOR_LOAD_IN_PROGRESS)]
+    assert shard.end_txn("t4", "t", 1, 0, True, T0, tv2=True).answers == [
+        ("t4", (E.COORDINATOR_LOAD_IN_PROGRESS, -1, -1))]
+    assert shard.verify("t", 1, 0, [("a", 0)]) == {("a", 0): E.COORDINATOR_LOAD_IN_PROGRESS}
+    assert shard.describe("t") == (E.COORDINATOR_LOAD_IN_PROGRESS, None)
+
+
+def test_end_txn_answers_each_state_as_kafka():
+    h = Harness()
+    _e, pid, epoch = h.init()
+    h.add("t", pid, epoch, ("a", 0))
+    # while the PrepareCommit record is being written
+    h.call(TransactionShard.end_txn, "t", pid, epoch, True, settle=False)
+    assert h.call(TransactionShard.end_txn, "t", pid, epoch, False,
+                  settle=False) == E.CONCURRENT_TRANSACTIONS
+    h.settle()
+    # a Prepare state whose markers are not being written (their write failed)
+    h.jobs.clear()
+    h.state().pending = False
+    assert h.end("t", pid, epoch, True) == E.CONCURRENT_TRANSACTIONS
+    assert h.end("t", pid, epoch, False) == E.INVALID_TXN_STATE
+    h.call(TransactionShard.markers_written, "t", pid, epoch, True)
+    h.add("t", pid, epoch, ("a", 0))
+    h.end("t", pid, epoch, False)
+    h.state().pending = False
+    assert h.end("t", pid, epoch, False) == E.CONCURRENT_TRANSACTIONS
+    assert h.end("t", pid, epoch, True) == E.INVALID_TXN_STATE
+    h.call(TransactionShard.markers_written, "t", pid, epoch, False)
+    assert h.state().state is TxnState.COMPLETE_ABORT
+    assert h.end("t", pid, epoch, False) == E.NONE  # a retry
+    assert h.end("t", pid, epoch, True) == E.INVALID_TXN_STATE
+    # markers reported for another end are refused
+    assert h.call(TransactionShard.markers_written, "t", pid, epoch, True) == \
+        E.INVALID_TXN_STATE
+
+
+def test_the_sweeps_use_kafkas_bounds():
+    h = Harness(abort_interval_ms=1_000, id_expiration_ms=2_000, expire_interval_ms=1_000)
+    _e, pid, epoch = h.init("open", timeout=1_000)
+    h.add("open", pid, epoch, ("a", 0))  # begins at T0: times out once start + 1 s < now
+    h.init("idle")                       # last updated at T0: expires once <= now - 2 s
+    h.clock.advance(1_000)
+    h.fire_due()
+    assert h.state("open").state is TxnState.ONGOING  # start + timeout == now: not yet
+    h.clock.advance(1_000)
+    h.fire_due()
+    assert h.state("open").state is TxnState.PREPARE_ABORT
+    assert "idle" not in h.shard.ids  # exactly at its expiry
+
+
+def test_replay_keeps_the_last_record_of_each_id_and_drops_tombstones():
+    h = Harness()
+    _e, pid, epoch = h.init("kept")
+    h.init("gone")
+    h.add("kept", pid, epoch, ("a", 0))
+    records = list(h.log) + [(txn_records.encode_key("gone"), None),
+                             (b"\x00\x07unknown", b"x")]  # another record type: skipped
+    loaded = replay(records)
+    assert set(loaded.ids) == {"kept"}
+    assert loaded.ids["kept"].state is TxnState.ONGOING
+    assert loaded.ids["kept"].transactional_id == "kept"
+    assert loaded.counts() == {"transactional_ids": 1, "records": len(records)}
+    # an id written again after its tombstone is back
+    again = replay(records + [(txn_records.encode_key("gone"), h.log[1][1])])
+    assert set(again.ids) == {"kept", "gone"}
