@@ -469,7 +469,8 @@ def test_describe_configs_broker_answers_kafka_values_for_what_kcoord_knows(diff
     mine = {c["name"]: c for c in ours["results"][0]["configs"]}
     kafkas = {c["name"]: c for c in theirs["results"][0]["configs"]}
     # group.consumer.migration.policy is internal in Kafka 3.9, public in 4.x
-    assert set(mine) - set(kafkas) <= {"kcoord.fsync.policy", "group.consumer.migration.policy"}
+    assert set(mine) - set(kafkas) <= {"kcoord.fsync.policy", "kcoord.transaction.version",
+                                       "group.consumer.migration.policy"}
     assert len(kafkas) > 2 * len(mine)
     # writable: what kcoord changes at run time, as Kafka (compared below), but
     # listeners, which kcoord binds once (docs/deviations.md)
@@ -514,7 +515,7 @@ def test_describe_configs_broker_answers_kafka_values_for_what_kcoord_knows(diff
     assert {n: writable[0][n] for n in common} == {n: writable[1][n] for n in common}
     # (4.x dropped the message format properties kcoord still reads for 3.9's sake)
     assert set(writable[0]) - set(writable[1]) == {
-        "kcoord.fsync.policy", "log.message.downconversion.enable",
+        "kcoord.fsync.policy", "kcoord.transaction.version", "log.message.downconversion.enable",
         "log.message.format.version", "log.message.timestamp.difference.max.ms"}
 
 
