@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from broker.apis import api
 from broker.topics.manager import TopicError, validate_topic_name
-from storage.layout import INTERNAL_TOPICS
+from storage.layout import INTERNAL_TOPICS, TRANSACTION_STATE_TOPIC
 from protocol.errors import ErrorCode
 from protocol.wire import ZERO_UUID
 
@@ -158,6 +158,10 @@ def metadata(ctx, request):
                     to_create[wanted.name] = (len(entries), partitions)
                     entries.append(None)
                     continue
+                if auto_create and wanted.name == TRANSACTION_STATE_TOPIC:
+                    # made with its own settings, as Kafka's auto-creation of an
+                    # internal topic; this answer still says it does not exist
+                    broker.topics.start_transaction_state()
                 entries.append(_error_entry(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                             include_ops=include_ops))
                 continue

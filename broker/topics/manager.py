@@ -149,6 +149,13 @@ class TopicManager:
             self.store.record(created=[_entry(offsets)])
             self._add(offsets)
 
+    def start_transaction_state(self) -> None:
+        """Begin making ``__transaction_state`` (Metadata's auto-creation of it)."""
+        if TRANSACTION_STATE_TOPIC not in self.topics and \
+                self._creating_transaction_state is None:
+            task = asyncio.ensure_future(self.ensure_transaction_state())
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
     async def ensure_transaction_state(self) -> bool:
         """Create ``__transaction_state`` if it does not exist yet, as Kafka does on
         the first FindCoordinator for a transactional id; whether it existed."""

@@ -281,3 +281,32 @@ def test_an_abandoned_transaction_is_aborted_at_its_timeout(make_broker):
         part = T.fetch(wire, "abandoned", committed=True)
         assert part["aborted_transactions"] == [{"producer_id": pid, "first_offset": 0}]
         assert T.end_txn(wire, "abandoned", pid, epoch, True) == E.PRODUCER_FENCED
+
+
+def test_metadata_allowed_to_create_makes_the_state_topic_as_kafka(make_broker):
+    """A Metadata request naming ``__transaction_state`` with auto-creation makes
+    it with its own settings (50 partitions, compacted), answering that it does
+    not exist yet, as Kafka does; ``__share_group_state`` is not made."""
+    from protocol.client import WireClient
+
+    node = make_broker()
+    with WireClient.to(node.bootstrap) as wire:
+        names = [{"name": "__transaction_state"}, {"name": "__share_group_state"}]
+        first = wire.call(3, 9, {"topics": names, "allow_auto_topic_creation": True})
+        assert [(t["name"], t["error_code"], t["is_internal"]) for t in first["topics"]] == [
+            ("__transaction_state", E.UNKNOWN_TOPIC_OR_PARTITION, True),
+            ("__share_group_state", E.UNKNOWN_TOPIC_OR_PARTITION, True)]
+        for _ in range(100):
+            again = wire.call(3, 9, {"topics": names, "allow_auto_topic_creation": False})
+            if again["topics"][0]["error_code"] == E.NONE:
+                break
+            time.sleep(0.02)
+        state, share = again["topics"]
+        assert (state["error_code"], len(state["partitions"])) == (E.NONE, 50)
+        assert share["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
+        configs = wire.call(32, 4, {"resources": [{
+            "resource_type": 2, "resource_name": "__transaction_state",
+            "configuration_keys": ["cleanup.policy", "compression.type"]}],
+            "include_synonyms": False, "include_documentation": False})
+        assert {c["name"]: c["value"] for c in configs["results"][0]["configs"]} == {
+            "cleanup.policy": "compact", "compression.type": "uncompressed"}

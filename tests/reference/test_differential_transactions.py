@@ -492,6 +492,44 @@ def test_end_txn_v5_in_each_state(pair):
     pair.same(lambda b: _end_v5(b, tid, False), "abort v5 after the commit")
 
 
+def test_a_transaction_version_2_producer_end_to_end(pair):
+    """As a Java producer at transaction.version 2 works: no AddPartitionsToTxn,
+    Produce v12+ adds the partition itself, TxnOffsetCommit v5 the group's,
+    EndTxn v5 bumps the epoch, and the next transaction goes on with it."""
+    topic, tid, group = _topic(pair, partitions=2), _name("tv2"), _name("g2")
+    _begin(pair, tid)
+    for version in (12, 13):
+        if version == 13:
+            _learn_topic_ids(pair, topic)
+        for partition in (0, 1):
+            def produce(b, partition=partition, version=version):
+                body = {"transactional_id": tid, "acks": -1, "timeout_ms": 5000,
+                        "topic_data": [{"name": topic if version < 13 else "",
+                                        "topic_id": b.side.topic_ids.get(topic),
+                                        "partition_data": [{"index": partition, "records":
+                                                            T.txn_batch(b.pid(tid), b.epoch(tid),
+                                                                        0, [b"v2"])}]}]}
+                return b.wire.call(0, version, body)
+            assert _code(pair.same(produce, f"Produce v{version} to partition {partition}")) \
+                == E.NONE
+        if version == 12:
+            _group_ready(pair, group)
+            answer = pair.same(lambda b: _txn_commit(b, tid, group, topic, 5, 5),
+                               "TxnOffsetCommit v5 without AddOffsetsToTxn")
+            assert answer["topics"][0]["partitions"][0]["error_code"] == E.NONE
+        described = pair.same(lambda b: b.wire.call(65, 0, {"transactional_ids": [tid]}),
+                              "described", api_key=65)
+        assert described["transaction_states"][0]["transaction_state"] == "Ongoing"
+        pair.same(lambda b: _end_v5(b, tid, version == 12), f"EndTxn v5 after Produce v{version}")
+    for committed in (True, False):
+        for partition in (0, 1):
+            pair.same(lambda b, partition=partition: b.wire.call(
+                1, 12, _fetch_body(topic, committed=committed, partition=partition)),
+                f"fetch partition {partition}", api_key=1)
+    pair.same(lambda b: b.wire.call(9, 7, _offset_fetch(group, topic, True)), "offsets",
+              api_key=9)
+
+
 # --- 8. TxnOffsetCommit and OffsetFetch require_stable ----------------------------
 
 def _group_ready(pair: Pair, group: str, timeout: float = 60) -> None:
