@@ -517,10 +517,23 @@ def test_a_transaction_version_2_producer_end_to_end(pair):
             answer = pair.same(lambda b: _txn_commit(b, tid, group, topic, 5, 5),
                                "TxnOffsetCommit v5 without AddOffsetsToTxn")
             assert answer["topics"][0]["partitions"][0]["error_code"] == E.NONE
-        described = pair.same(lambda b: b.wire.call(65, 0, {"transactional_ids": [tid]}),
-                              "described", api_key=65)
-        assert described["transaction_states"][0]["transaction_state"] == "Ongoing"
+        # (the start time is each broker's own, and Kafka lists the partitions in
+        # its hash set's order)
+        ours, theirs = (
+            [(s["transaction_state"], s["transaction_timeout_ms"],
+              sorted((t["topic"], sorted(t["partitions"])) for t in s["topics"]))
+             for s in answer["transaction_states"]]
+            for answer in pair.each(lambda b: b.wire.call(
+                65, 0, {"transactional_ids": [tid]}), api_key=65))
+        assert ours == theirs
+        assert ours[0][0] == "Ongoing" and (topic, [0, 1]) in ours[0][2]
         pair.same(lambda b: _end_v5(b, tid, version == 12), f"EndTxn v5 after Produce v{version}")
+        for b in (pair.kcoord, pair.kafka):  # its markers are written after the answer
+            deadline = time.monotonic() + 30
+            while not b.wire.call(65, 0, {"transactional_ids": [tid]})["transaction_states"][0][
+                    "transaction_state"].startswith("Complete"):
+                assert time.monotonic() < deadline, b.side.name
+                time.sleep(0.05)
     for committed in (True, False):
         for partition in (0, 1):
             pair.same(lambda b, partition=partition: b.wire.call(
