@@ -218,6 +218,11 @@ class ProducerState:
             txn = self.aborted[i]
             if txn.first_offset < end:
                 found.append(txn)
+            if txn.last_stable_offset >= end:
+                # Every transaction aborted later began at or after this one's
+                # last stable offset, so past the range: the scan stops here, as
+                # Kafka's does, however many aborts the log holds after it.
+                break
         return found
 
     def aborted_at(self, producer_id: int, offset: int) -> bool:

@@ -275,3 +275,31 @@ def test_a_damaged_snapshot_is_not_read(tmp_path):
     assert not again.producers_loaded
     again._scan_producers()
     assert again.last_stable_offset == 0
+
+
+def test_a_read_looks_at_the_aborts_of_its_range_only(tmp_path):
+    """Aborts far past a read's range are not scanned (Kafka stops at the first
+    abort whose last stable offset is past the range)."""
+    plog = PartitionLog(str(tmp_path / "t-0"))
+    for epoch in range(200):
+        plog.append(txn_batch(7, 0, [b"x"], epoch=epoch))
+        plog.append_marker(7, epoch, False, coordinator_epoch=0, now_ms=2_000)
+    looked = []
+
+    class Counting(list):
+        def __getitem__(self, i):
+            looked.append(i)
+            return list.__getitem__(self, i)
+
+    plog.producers.aborted = Counting(plog.producers.aborted)
+    assert plog.aborted_transactions(0, 3) == [AbortedTxn(7, 0, 1, 2), AbortedTxn(7, 2, 3, 4)]
+    assert len(looked) == 2
+    # an abort that began while another transaction was open reaches back past it
+    other = PartitionLog(str(tmp_path / "u-0"))
+    other.append(txn_batch(8, 0, [b"early"]))  # 0, open throughout
+    other.append(txn_batch(7, 0, [b"a"]))      # 1
+    other.append_marker(7, 0, False, coordinator_epoch=0, now_ms=2_000)  # 2, lso 0
+    other.append(txn_batch(9, 0, [b"b"]))      # 3
+    other.append_marker(9, 0, False, coordinator_epoch=0, now_ms=2_000)  # 4, lso 0
+    assert [t.producer_id for t in other.aborted_transactions(0, 2)] == [7]
+    assert [t.producer_id for t in other.aborted_transactions(0, 4)] == [7, 9]
