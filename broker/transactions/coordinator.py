@@ -288,6 +288,8 @@ class TransactionShard:
         ``client_tv``: 2 when a transaction.version 2 client adds them (Produce
         v12+, TxnOffsetCommit v5+, AddPartitionsToTxn v4+), 0 before."""
         out = Outcome()
+        if not transactional_id:
+            return out.answer(ticket, ErrorCode.INVALID_REQUEST)
         if self.refusal is not None:
             return out.answer(ticket, self.refusal)
         meta = self.ids.get(transactional_id)
@@ -338,6 +340,9 @@ class TransactionShard:
         """EndTxn; answers an error code, or with ``tv2`` (EndTxn v5, KIP-890)
         ``(error, producer id, epoch)``: the id and epoch to go on with, as
         every end bumps the epoch (``new_pid``: a fresh id, if it overflows)."""
+        if not transactional_id:
+            code = ErrorCode.INVALID_REQUEST
+            return Outcome().answer(ticket, (code, NO_PRODUCER_ID, NO_EPOCH) if tv2 else code)
         if tv2:
             return self._end_txn_v2(ticket, transactional_id, pid, epoch, commit, now, new_pid)
         out = Outcome()

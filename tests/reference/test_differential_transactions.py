@@ -543,6 +543,28 @@ def test_a_transaction_version_2_producer_end_to_end(pair):
               api_key=9)
 
 
+def test_an_empty_transactional_id_is_an_invalid_request(pair):
+    topic, tid = _topic(pair), _name("emptyid")
+    _begin(pair, tid)
+    for version in (0, 3):
+        answer = pair.same(lambda b, v=version: b.wire.call(24, v, {
+            "v3_and_below_transactional_id": "", "v3_and_below_producer_id": b.pid(tid),
+            "v3_and_below_producer_epoch": b.epoch(tid),
+            "v3_and_below_topics": [{"name": topic, "partitions": [0]}]}),
+            f"AddPartitionsToTxn v{version}")
+        assert answer["results_by_topic_v3_and_below"][0]["results_by_partition"][0][
+            "partition_error_code"] == E.INVALID_REQUEST
+    for version in (0, 3, 5):
+        answer = pair.same(lambda b, v=version: b.wire.call(26, v, {
+            "transactional_id": "", "producer_id": b.pid(tid), "producer_epoch": b.epoch(tid),
+            "committed": True}), f"EndTxn v{version}")
+        assert answer["error_code"] == E.INVALID_REQUEST
+    answer = pair.same(lambda b: b.wire.call(25, 3, {
+        "transactional_id": "", "producer_id": b.pid(tid), "producer_epoch": b.epoch(tid),
+        "group_id": "g"}), "AddOffsetsToTxn")
+    assert answer["error_code"] == E.INVALID_REQUEST
+
+
 # --- 8. TxnOffsetCommit and OffsetFetch require_stable ----------------------------
 
 def _group_ready(pair: Pair, group: str, timeout: float = 60) -> None:
