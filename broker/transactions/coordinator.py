@@ -3,7 +3,8 @@ the coordinator runtime (Kafka's ``TransactionCoordinator`` and
 ``TransactionStateManager`` for the transactional ids of one partition).
 
 Pure and synchronous: every operation takes ``now`` and returns an
-``Outcome``.  A change of state is written first (the id's
+``Outcome``; each write's continuation is a named method given its inputs
+(``functools.partial``), as in the group coordinator.  A change of state is written first (the id's
 ``TransactionLogValue``) and takes effect once that record is durable, as
 Kafka's ``prepareTransitionTo`` / ``completeTransitionTo``; meanwhile the id is
 *pending* and other requests for it get CONCURRENT_TRANSACTIONS.
@@ -19,6 +20,7 @@ same way with the epoch bumped, which fences the old producer.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 import structlog
@@ -160,23 +162,26 @@ class TransactionShard:
         key = txn_records.encode_key(meta.transactional_id)
         value = txn_records.encode_value(target.record_fields())
 
-        def settled(error: ErrorCode, now: int) -> Outcome:
-            meta.pending = False
-            if error == ErrorCode.NONE:
-                current = self.ids.get(meta.transactional_id)
-                if current is meta:
-                    self.ids[meta.transactional_id] = target
-                    log.info("transaction.state", transactional_id=target.transactional_id,
-                             state=target.state.display, producer_id=target.producer_id,
-                             producer_epoch=target.producer_epoch, reason=reason,
-                             partitions=len(target.partitions) or None)
-            else:
-                log.warning("transaction.state_not_written",
-                            transactional_id=target.transactional_id,
-                            state=target.state.display, error=error.name, reason=reason)
-            return done(error, now)
+        return Outcome(writes=[Write([(key, value)], functools.partial(
+            self._settled, meta, target, done, reason))])
 
-        return Outcome(writes=[Write([(key, value)], settled)])
+    def _settled(self, meta: TxnMetadata, target: TxnMetadata, done, reason: str,
+                 error: ErrorCode, now: int) -> Outcome:
+        """A state's record is durable (the state takes effect) or failed."""
+        meta.pending = False
+        if error == ErrorCode.NONE:
+            current = self.ids.get(meta.transactional_id)
+            if current is meta:
+                self.ids[meta.transactional_id] = target
+                log.info("transaction.state", transactional_id=target.transactional_id,
+                         state=target.state.display, producer_id=target.producer_id,
+                         producer_epoch=target.producer_epoch, reason=reason,
+                         partitions=len(target.partitions) or None)
+        else:
+            log.warning("transaction.state_not_written",
+                        transactional_id=target.transactional_id,
+                        state=target.state.display, error=error.name, reason=reason)
+        return done(error, now)
 
     @staticmethod
     def _write_error(error: ErrorCode) -> ErrorCode:
@@ -251,19 +256,22 @@ class TransactionShard:
         target = replace(target, state=TxnState.EMPTY, partitions=set(), start_ms=-1,
                          last_update_ms=now, timeout_ms=timeout_ms, pending=False)
 
-        def initialized(error: ErrorCode, _now: int) -> Outcome:
-            if error != ErrorCode.NONE:
-                if meta.producer_epoch == NO_EPOCH and self.ids.get(transactional_id) is meta:
-                    del self.ids[transactional_id]  # never written: forget it
-                return Outcome().answer(ticket, (self._write_error(error), NO_PRODUCER_ID,
-                                                 NO_EPOCH))
-            return Outcome().answer(ticket, (ErrorCode.NONE, target.producer_id,
-                                             target.producer_epoch))
-
         reason = "a new producer" if meta.producer_epoch == NO_EPOCH else \
             "a new producer id: the epochs ran out" if target.producer_id != meta.producer_id \
             else "the producer initialized again: next epoch"
-        return out.merge(self._transition(meta, target, initialized, reason))
+        return out.merge(self._transition(
+            meta, target, functools.partial(self._initialized, ticket, meta, target), reason))
+
+    def _initialized(self, ticket, meta: TxnMetadata, target: TxnMetadata, error: ErrorCode,
+                     now: int) -> Outcome:
+        if error != ErrorCode.NONE:
+            if meta.producer_epoch == NO_EPOCH and \
+                    self.ids.get(meta.transactional_id) is meta:
+                del self.ids[meta.transactional_id]  # never written: forget it
+            return Outcome().answer(ticket, (self._write_error(error), NO_PRODUCER_ID,
+                                             NO_EPOCH))
+        return Outcome().answer(ticket, (ErrorCode.NONE, target.producer_id,
+                                         target.producer_epoch))
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn --------------------------------------------
 
@@ -307,12 +315,12 @@ class TransactionShard:
                          previous_producer_id=meta.producer_id,
                          client_transaction_version=client_tv)
 
-        def added(error: ErrorCode, _now: int) -> Outcome:
-            return Outcome().answer(ticket, self._write_error(error))
-
         return out.merge(self._transition(
-            meta, target, added, "partitions added" if meta.state is TxnState.ONGOING
-            else "a transaction began"))
+            meta, target, functools.partial(self._added, ticket),
+            "partitions added" if meta.state is TxnState.ONGOING else "a transaction began"))
+
+    def _added(self, ticket, error: ErrorCode, now: int) -> Outcome:
+        return Outcome().answer(ticket, self._write_error(error))
 
     def verify(self, transactional_id: str | None, pid: int, epoch: int,
                partitions) -> dict[tuple[str, int], ErrorCode]:
@@ -457,20 +465,23 @@ class TransactionShard:
             answer = (ErrorCode.NONE, next_pid, 0) if next_pid != NO_PRODUCER_ID else \
                 (ErrorCode.NONE, target.producer_id, target.producer_epoch)
 
-        def prepared(error: ErrorCode, _now: int) -> Outcome:
-            out = Outcome()
-            if error != ErrorCode.NONE:
-                code = self._write_error(error)
-                return out.answer(ticket, (code, NO_PRODUCER_ID, NO_EPOCH)
-                                  if isinstance(answer, tuple) else code)
-            # Until the markers are written and the transaction complete, the id
-            # stays pending: its other requests are told CONCURRENT_TRANSACTIONS.
-            target.pending = True
-            out.effects.append(self._job(target, commit))
-            return out.answer(ticket, answer)
+        return self._transition(
+            meta, target, functools.partial(self._prepared, ticket, target, commit, answer),
+            reason or ("the producer commits" if commit else "the producer aborts"))
 
-        return self._transition(meta, target, prepared, reason or (
-            "the producer commits" if commit else "the producer aborts"))
+    def _prepared(self, ticket, target: TxnMetadata, commit: bool, answer, error: ErrorCode,
+                  now: int) -> Outcome:
+        """The Prepare state is durable: answer, and have the markers written."""
+        out = Outcome()
+        if error != ErrorCode.NONE:
+            code = self._write_error(error)
+            return out.answer(ticket, (code, NO_PRODUCER_ID, NO_EPOCH)
+                              if isinstance(answer, tuple) else code)
+        # Until the markers are written and the transaction complete, the id
+        # stays pending: its other requests are told CONCURRENT_TRANSACTIONS.
+        target.pending = True
+        out.effects.append(self._job(target, commit))
+        return out.answer(ticket, answer)
 
     def _begin_abort(self, meta: TxnMetadata, now: int, ticket=None, *,
                      reason: str = "a new instance of the producer fenced this one") -> Outcome:
@@ -498,15 +509,18 @@ class TransactionShard:
         if meta.next_producer_id != NO_PRODUCER_ID:  # an epoch overflowed at the end (TV2)
             target.producer_id, target.producer_epoch = meta.next_producer_id, 0
 
-        def completed(error: ErrorCode, _now: int) -> Outcome:
-            out = Outcome().answer(ticket, error)
-            if error != ErrorCode.NONE:
-                # Kafka's coordinator keeps at it: the markers again, then this write
-                meta.pending = True
-                out.effects.append(self._job(meta, commit))
-            return out
+        return out.merge(self._transition(
+            meta, target, functools.partial(self._completed, ticket, meta, commit),
+            "every marker written"))
 
-        return out.merge(self._transition(meta, target, completed, "every marker written"))
+    def _completed(self, ticket, meta: TxnMetadata, commit: bool, error: ErrorCode,
+                   now: int) -> Outcome:
+        out = Outcome().answer(ticket, error)
+        if error != ErrorCode.NONE:
+            # Kafka's coordinator keeps at it: the markers again, then this write
+            meta.pending = True
+            out.effects.append(self._job(meta, commit))
+        return out
 
     # -- expiry ------------------------------------------------------------------------
 
@@ -515,17 +529,17 @@ class TransactionShard:
         meta.pending = True
         key = txn_records.encode_key(meta.transactional_id)
 
-        def expired(error: ErrorCode, _now: int) -> Outcome:
-            meta.pending = False
-            if error == ErrorCode.NONE and self.ids.get(meta.transactional_id) is meta:
-                del self.ids[meta.transactional_id]
-                log.info("transaction.expired", transactional_id=meta.transactional_id,
-                         producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
-                         reason=f"idle for {self.config.id_expiration_ms} ms "
-                                "(transactional.id.expiration.ms)")
-            return Outcome()
+        return Outcome(writes=[Write([(key, None)], functools.partial(self._expired, meta))])
 
-        return Outcome(writes=[Write([(key, None)], expired)])
+    def _expired(self, meta: TxnMetadata, error: ErrorCode, now: int) -> Outcome:
+        meta.pending = False
+        if error == ErrorCode.NONE and self.ids.get(meta.transactional_id) is meta:
+            del self.ids[meta.transactional_id]
+            log.info("transaction.expired", transactional_id=meta.transactional_id,
+                     producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
+                     reason=f"idle for {self.config.id_expiration_ms} ms "
+                            "(transactional.id.expiration.ms)")
+        return Outcome()
 
     # -- reads -------------------------------------------------------------------------
 
