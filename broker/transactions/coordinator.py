@@ -4,10 +4,12 @@ the coordinator runtime (Kafka's ``TransactionCoordinator`` and
 
 Pure and synchronous: every operation takes ``now`` and returns an
 ``Outcome``; each write's continuation is a named method given its inputs
-(``functools.partial``), as in the group coordinator.  A change of state is written first (the id's
-``TransactionLogValue``) and takes effect once that record is durable, as
-Kafka's ``prepareTransitionTo`` / ``completeTransitionTo``; meanwhile the id is
-*pending* and other requests for it get CONCURRENT_TRANSACTIONS.
+(``functools.partial``), as in the group coordinator.  A change of state is
+written first (the id's ``TransactionLogValue``) and takes effect once that
+record is durable, as Kafka's ``prepareTransitionTo`` /
+``completeTransitionTo``; meanwhile the id is *pending* and other requests for
+it get CONCURRENT_TRANSACTIONS.  Timeouts and expiry are Kafka's two periodic
+sweeps, on the runtime's deadline heap.
 
 Ending a transaction: EndTxn writes PrepareCommit or PrepareAbort and is
 answered once that is durable; the shard then asks its service (an effect:
