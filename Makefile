@@ -66,11 +66,16 @@ fuzz: $(STAMP)
 	KCOORD_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) KCOORD_FUZZ_RANDOM=1 $(PY) -m pytest -q -p no:cacheprovider \
 		-o timeout=0 tests/fuzz
 
-# Mutation testing of storage/, broker/topics/ and broker/groups/ ([tool.mutmut] in pyproject.toml);
-# `$(VENV)/bin/mutmut results` lists the survivors afterwards.
+# Mutation testing of storage/, broker/topics/, broker/groups/ and broker/runtime/
+# ([tool.mutmut] in pyproject.toml).  mutmut names modules after their paths, so it
+# runs in .mutation/, a tree of links laid out as installed (kcoord/broker, ...);
+# `cd .mutation && ../$(VENV)/bin/mutmut results` lists the survivors afterwards.
 mutation: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,mutation]'
-	$(VENV)/bin/mutmut run
+	mkdir -p .mutation/kcoord
+	for d in broker protocol storage pipeline; do ln -sfn ../../$$d .mutation/kcoord/$$d; done
+	for f in tests benchmarks pyproject.toml README.md docs; do ln -sfn ../$$f .mutation/$$f; done
+	cd .mutation && ../$(VENV)/bin/mutmut run
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis mutants
+	rm -rf $(VENV) .pytest_cache .hypothesis mutants .mutation

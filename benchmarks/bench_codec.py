@@ -14,10 +14,10 @@ from collections.abc import Mapping
 import struct
 import timeit
 
-from protocol.messages.api_versions import API_VERSIONS
-from protocol.messages.create_topics import CREATE_TOPICS
-from protocol.messages.metadata import METADATA
-from protocol.wire import ZERO_UUID
+from kcoord.protocol.messages.api_versions import API_VERSIONS
+from kcoord.protocol.messages.create_topics import CREATE_TOPICS
+from kcoord.protocol.messages.metadata import METADATA
+from kcoord.protocol.wire import ZERO_UUID
 
 QUICK = os.environ.get("KCOORD_BENCH_QUICK") == "1"
 TARGET_SECONDS = 0.02 if QUICK else 0.1  # per timing repeat
@@ -50,10 +50,10 @@ CREATE_TOPICS_V5_REQUEST = {
 def api_versions_v3_response() -> dict:
     """The answer the broker gives: its own table of served APIs."""
     try:
-        from broker.apis import advertised_versions
+        from kcoord.broker.apis import advertised_versions
         table = advertised_versions()
     except Exception:  # the broker package is not importable: use the schemas' ranges
-        from protocol.messages import ALL_APIS
+        from kcoord.protocol.messages import ALL_APIS
         table = [(a.key, a.min_version, a.max_version) for a in ALL_APIS.values()]
     return {
         "error_code": 0,

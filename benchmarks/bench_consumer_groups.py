@@ -18,11 +18,11 @@ import uuid
 
 from benchmarks.bench_kafka import kafka_ready, with_kafka
 from benchmarks.bench_server import call, load, request_frame, spawn_broker, stop_broker
-from broker.config import DEV_DEFAULTS
-from broker.healthcheck import probe
-from protocol.messages.consumer_group_heartbeat import CONSUMER_GROUP_HEARTBEAT
-from protocol.messages.create_topics import CREATE_TOPICS
-from protocol.messages.metadata import METADATA
+from kcoord.broker.config import DEV_DEFAULTS
+from kcoord.broker.healthcheck import probe
+from kcoord.protocol.messages.consumer_group_heartbeat import CONSUMER_GROUP_HEARTBEAT
+from kcoord.protocol.messages.create_topics import CREATE_TOPICS
+from kcoord.protocol.messages.metadata import METADATA
 from tests.reference import kafka
 
 QUICK = os.environ.get("KCOORD_BENCH_QUICK") == "1"

@@ -29,8 +29,8 @@ SUITE_TESTS = 10 if QUICK else 100
 
 
 def _first_produce_ms(process: bool) -> float:
-    from broker.embedded import EmbeddedBroker
-    from broker.testing import Kcoord
+    from kcoord.broker.embedded import EmbeddedBroker
+    from kcoord.broker.testing import Kcoord
 
     began = time.perf_counter()
     with EmbeddedBroker(process=process) as broker, Kcoord(broker.bootstrap) as kafka:
@@ -44,10 +44,10 @@ def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 bare = rss()
-from broker.embedded import EmbeddedBroker
-from broker.testing import Kcoord
-import broker.app, broker.apis
-broker.apis.load_handlers()
+from kcoord.broker.embedded import EmbeddedBroker
+from kcoord.broker.testing import Kcoord
+import kcoord.broker.app, kcoord.broker.apis as apis
+apis.load_handlers()
 imported = rss()
 with EmbeddedBroker() as b, Kcoord(b.bootstrap) as k:
     k.produce(k.create_topic("m"), [b"x"] * 100)

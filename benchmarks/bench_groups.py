@@ -62,7 +62,7 @@ from pathlib import Path
 
 from benchmarks.bench_server import broker_server, cpu_seconds
 from benchmarks.bench_topics import LagProbe
-from protocol.client import WireClient
+from kcoord.protocol.client import WireClient
 
 QUICK = os.environ.get("KCOORD_BENCH_QUICK") == "1"
 COMMIT_SECONDS = 0.5 if QUICK else 3.0
@@ -381,8 +381,8 @@ def _compaction_under_storm(seconds: float = STORM_SECONDS) -> dict:
 def _join_many_protocols(port: int, protocols: int = 50_000) -> dict:
     """Another client's worst wait while one JoinGroup listing ``protocols``
     protocols (a static member: answered at once) is served."""
-    from protocol.headers import frame_request
-    from protocol.messages import ALL_APIS
+    from kcoord.protocol.headers import frame_request
+    from kcoord.protocol.messages import ALL_APIS
 
     body = {"group_id": "bench-many-protocols", "session_timeout_ms": 30_000,
             "rebalance_timeout_ms": 30_000, "member_id": "", "group_instance_id": "bench-1",
@@ -414,9 +414,9 @@ def _join_of_many_members(port: int, members: int) -> dict:
     import socket
     import struct
 
-    from broker.healthcheck import recv_exact
-    from protocol.headers import frame_request
-    from protocol.messages import ALL_APIS
+    from kcoord.broker.healthcheck import recv_exact
+    from kcoord.protocol.headers import frame_request
+    from kcoord.protocol.messages import ALL_APIS
 
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -471,11 +471,11 @@ def _memory_per_1000_groups(port: int, pid: int) -> float:
 def offsets_log(data_dir: str, records: int) -> None:
     """``__consumer_offsets`` partition 0 of ``data_dir`` holding ``records`` commit records
     (1,000 groups x 10 partitions, committed again and again, 500 per batch)."""
-    from protocol import group_records as G
-    from protocol.records import Record, build_batch
-    from storage.config import LogConfig
-    from storage.log import PartitionLog
-    from storage.validator import AppendOrigin
+    from kcoord.protocol import group_records as G
+    from kcoord.protocol.records import Record, build_batch
+    from kcoord.storage.config import LogConfig
+    from kcoord.storage.log import PartitionLog
+    from kcoord.storage.validator import AppendOrigin
 
     log = PartitionLog(os.path.join(data_dir, "__consumer_offsets-0"),
                        LogConfig(segment_bytes=100 << 20))
@@ -497,7 +497,7 @@ def _replay_seconds(probed: bool = False) -> tuple[float, int, float | None]:
     with tempfile.TemporaryDirectory(prefix="kcoord-replay-") as data_dir:
         offsets_log(data_dir, REPLAY_RECORDS)
         began = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "broker.cli", "serve", "--host",
+        proc = subprocess.Popen([sys.executable, "-m", "kcoord.broker.cli", "serve", "--host",
                                  "127.0.0.1", "--port", "0", "--data-dir", data_dir,
                                  "--log-format", "json"],
                                 cwd=Path(__file__).resolve().parent.parent,

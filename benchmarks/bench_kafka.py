@@ -17,10 +17,10 @@ import time
 from benchmarks.bench_server import (
     PARTITIONS, TOPICS, call, load, request_frame, spawn_broker, stop_broker,
 )
-from broker.healthcheck import probe
-from protocol.messages.api_versions import API_VERSIONS
-from protocol.messages.create_topics import CREATE_TOPICS
-from protocol.messages.metadata import METADATA
+from kcoord.broker.healthcheck import probe
+from kcoord.protocol.messages.api_versions import API_VERSIONS
+from kcoord.protocol.messages.create_topics import CREATE_TOPICS
+from kcoord.protocol.messages.metadata import METADATA
 from tests.reference import kafka
 
 QUICK = os.environ.get("KCOORD_BENCH_QUICK") == "1"

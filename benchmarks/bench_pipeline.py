@@ -54,8 +54,8 @@ def plain_python(data_dir: str) -> tuple[float, int]:
     Tuples are kept in lists of ``rows.ROWS_PER_BATCH``, as the data source keeps
     them before each Arrow batch (holding all of them at once would make
     Python's garbage collector walk a million tuples: a slower loop, no ceiling)."""
-    from pipeline import rows, segments
-    from protocol import group_records as G
+    from kcoord.pipeline import rows, segments
+    from kcoord.protocol import group_records as G
 
     gc.collect()
     gc.freeze()  # as the data source's workers do: only the loop's own objects are walked
@@ -90,7 +90,7 @@ def split_bytes(data_dir: str) -> int:
 def data_source(spark, data_dir: str) -> tuple[float, int]:
     from pyspark.sql import functions as F
 
-    from pipeline import source
+    from kcoord.pipeline import source
 
     df = source.load(spark, "offsets", [data_dir], split_bytes=split_bytes(data_dir))
     began = time.perf_counter()
@@ -167,7 +167,7 @@ def _median(values):
 
 
 def run() -> None:
-    from pipeline import jobs
+    from kcoord.pipeline import jobs
 
     with tempfile.TemporaryDirectory(prefix="kcoord-pipeline-bench-") as data_dir, \
             tempfile.TemporaryDirectory(prefix="kcoord-pipeline-bench-small-") as small_dir:

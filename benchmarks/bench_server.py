@@ -1,6 +1,6 @@
 """Server figures: requests per second over loopback, and start-up time.
 
-Throughput: the real broker (``python -m broker.cli serve`` in a child process,
+Throughput: the real broker (``python -m kcoord.broker.cli serve`` in a child process,
 so it runs exactly as users start it, uvloop included when installed) is
 measured next to a minimal length-prefixed echo server (one
 ``asyncio.Protocol`` that answers every frame with a fixed 10-byte frame, on the
@@ -11,7 +11,7 @@ rate that decoding, handling and encoding leave.  Next to it, the server's own
 CPU time per request (from /proc), which does not depend on how fast the client
 is.
 
-Start-up: from spawning ``python -m broker.cli serve --port 0`` to the first
+Start-up: from spawning ``python -m kcoord.broker.cli serve --port 0`` to the first
 answered ApiVersions request, median of several runs, each on a fresh data dir.
 
 Everything listens on 127.0.0.1 only.
@@ -34,11 +34,11 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from broker.healthcheck import recv_exact
-from protocol.headers import frame_request, response_header_codec, response_header_version
-from protocol.messages.api_versions import API_VERSIONS
-from protocol.messages.create_topics import CREATE_TOPICS
-from protocol.messages.metadata import METADATA
+from kcoord.broker.healthcheck import recv_exact
+from kcoord.protocol.headers import frame_request, response_header_codec, response_header_version
+from kcoord.protocol.messages.api_versions import API_VERSIONS
+from kcoord.protocol.messages.create_topics import CREATE_TOPICS
+from kcoord.protocol.messages.metadata import METADATA
 
 REPO = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
@@ -302,10 +302,10 @@ def echo_server():
 
 def spawn_broker(data_dir: str, *extra: str, timeout: float = 30,
                  events: list | None = None) -> tuple[subprocess.Popen, dict]:
-    """``python -m broker.cli serve --port 0``; returns the process and its ``broker.started``
+    """``python -m kcoord.broker.cli serve --port 0``; returns the process and its ``broker.started``
     event.  ``events``, if given, receives every later log event (parsed) as it comes."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "broker.cli", "serve", "--host", HOST, "--port", "0",
+        [sys.executable, "-m", "kcoord.broker.cli", "serve", "--host", HOST, "--port", "0",
          "--data-dir", data_dir, "--log-format", "json", *extra],
         cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True)
@@ -410,7 +410,7 @@ def throughput() -> dict[str, dict]:
 
 def startup() -> list[tuple[float, float]]:
     """(seconds to first answer, broker.start()'s own share) per run."""
-    from broker.healthcheck import probe
+    from kcoord.broker.healthcheck import probe
 
     runs = []
     for _ in range(STARTUP_RUNS):
@@ -443,7 +443,7 @@ def run() -> None:
     runs = startup()
     total = statistics.median(r[0] for r in runs)
     inner = statistics.median(r[1] for r in runs)
-    print(f"startup: `python -m broker.cli serve --port 0` to first answered ApiVersions, "
+    print(f"startup: `python -m kcoord.broker.cli serve --port 0` to first answered ApiVersions, "
           f"fresh data dir, median of {len(runs)}")
     print(f"  startup to first answer  {total * 1000:7.0f} ms  "
           f"(broker.start() {inner * 1000:.0f} ms; runs: "

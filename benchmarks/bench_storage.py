@@ -15,9 +15,9 @@ import time
 
 import structlog
 
-from protocol import compression
-from protocol.records import Record, build_batch
-from storage import LogConfig, PartitionLog
+from kcoord.protocol import compression
+from kcoord.protocol.records import Record, build_batch
+from kcoord.storage import LogConfig, PartitionLog
 
 MIB = 1024 * 1024
 
@@ -74,7 +74,7 @@ def _read(path: str) -> float:
     offset, total = plog.log_start_offset, 0
     start = time.perf_counter()
     end = plog.log_end_offset
-    from protocol.records import batch_header, iter_entries
+    from kcoord.protocol.records import batch_header, iter_entries
 
     while offset < end:
         data = plog.read(offset, MIB)

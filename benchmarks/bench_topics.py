@@ -1,7 +1,7 @@
 """Topic operations as a CI suite does them: cost per create and delete as the topic
 count grows, and how long other clients wait meanwhile.
 
-The broker runs as users start it (``python -m broker.cli serve``, in a child
+The broker runs as users start it (``python -m kcoord.broker.cli serve``, in a child
 process).  Figures:
 
 * Metadata auto-creating 1,000 new names in one request, twice;
@@ -28,12 +28,12 @@ import struct
 import time
 
 from benchmarks.bench_server import HOST, broker_server, request_frame
-from broker.healthcheck import recv_exact
-from protocol.headers import response_header_codec, response_header_version
-from protocol.messages.api_versions import API_VERSIONS
-from protocol.messages.create_topics import CREATE_TOPICS
-from protocol.messages.delete_topics import DELETE_TOPICS
-from protocol.messages.metadata import METADATA
+from kcoord.broker.healthcheck import recv_exact
+from kcoord.protocol.headers import response_header_codec, response_header_version
+from kcoord.protocol.messages.api_versions import API_VERSIONS
+from kcoord.protocol.messages.create_topics import CREATE_TOPICS
+from kcoord.protocol.messages.delete_topics import DELETE_TOPICS
+from kcoord.protocol.messages.metadata import METADATA
 
 QUICK = os.environ.get("KCOORD_BENCH_QUICK") == "1"
 LARGE = 1_000 if QUICK else 10_000

@@ -17,9 +17,9 @@ import struct
 import threading
 import uuid
 
-from broker.apis import advertised_versions
-from protocol.headers import frame_response
-from protocol.messages import ALL_APIS
+from kcoord.broker.apis import advertised_versions
+from kcoord.protocol.headers import frame_response
+from kcoord.protocol.messages import ALL_APIS
 
 _SERVED = (18, 3, 10, 8)  # ApiVersions, Metadata, FindCoordinator, OffsetCommit
 _HEADER = struct.Struct(">ihhi")

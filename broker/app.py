@@ -11,26 +11,26 @@ from pathlib import Path
 
 import structlog
 
-from broker.apis import load_handlers
-from broker.config import BROKER_CONFIGS, BrokerConfig, assignor_names, parse_config_value
-from broker.groups.common import CONSUMER_GROUP_SETTINGS, CoordinatorConfig
-from broker.groups.group_configs import ConfigFile, effective
+from kcoord.broker.apis import load_handlers
+from kcoord.broker.config import BROKER_CONFIGS, BrokerConfig, assignor_names, parse_config_value
+from kcoord.broker.groups.common import CONSUMER_GROUP_SETTINGS, CoordinatorConfig
+from kcoord.broker.groups.group_configs import ConfigFile, effective
 
 BROKER_CONFIG_FILE = "kcoord-broker-configs.json"
-from broker.groups.service import GroupService
-from broker.transactions.coordinator import TxnConfig
-from broker.transactions.service import TransactionService
-from broker.runtime.timers import WallClock
-from broker.listener import Listener
-from broker.memory import CHECK_S, FullCollections, keep_freed_memory
-from broker.meta import DirLock, load_or_create_identity
-from broker.server import KafkaConnection, WarningLimiter
-from broker.topics.data import FetchWaiters, ProducerIds
-from broker.topics.fetch_sessions import FetchSessionCache
-from broker.topics.manager import TopicManager
-from storage.layout import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from storage.config import LogConfig
-from storage.manager import LogManager
+from kcoord.broker.groups.service import GroupService
+from kcoord.broker.transactions.coordinator import TxnConfig
+from kcoord.broker.transactions.service import TransactionService
+from kcoord.broker.runtime.timers import WallClock
+from kcoord.broker.listener import Listener
+from kcoord.broker.memory import CHECK_S, FullCollections, keep_freed_memory
+from kcoord.broker.meta import DirLock, load_or_create_identity
+from kcoord.broker.server import KafkaConnection, WarningLimiter
+from kcoord.broker.topics.data import FetchWaiters, ProducerIds
+from kcoord.broker.topics.fetch_sessions import FetchSessionCache
+from kcoord.broker.topics.manager import TopicManager
+from kcoord.storage.layout import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from kcoord.storage.config import LogConfig
+from kcoord.storage.manager import LogManager
 
 log = structlog.get_logger("kcoord.broker")
 

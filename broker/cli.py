@@ -16,8 +16,8 @@ import sys
 
 import structlog
 
-from broker import logs
-from broker.config import BrokerConfig, parse_listener, properties_from_env, read_properties
+from kcoord.broker import logs
+from kcoord.broker.config import BrokerConfig, parse_listener, properties_from_env, read_properties
 
 log = structlog.get_logger("kcoord.cli")
 
@@ -52,8 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", type=str.lower, default="info",
                        choices=("debug", "info", "warning", "error"),
                        help="info (default); debug also traces every connection and request")
-    from pipeline.cli import add_parser as add_pipeline_parser  # argparse only: no Spark import
-    from broker.tools import groups, topics
+    from kcoord.pipeline.cli import add_parser as add_pipeline_parser  # argparse only: no Spark import
+    from kcoord.broker.tools import groups, topics
 
     groups.add_parser(sub)
     topics.add_parser(sub)
@@ -69,7 +69,7 @@ otherwise.  Settings are layered: the defaults, then --config, then each
 
 
 def _serve_epilog() -> str:
-    from broker.config import DEV_DEFAULTS
+    from kcoord.broker.config import DEV_DEFAULTS
 
     width = max(len(name) for name in DEV_DEFAULTS)
     rows = "\n".join(f"  {name:<{width}}  {dev!s:>10}  (Kafka: {kafka})"
@@ -151,8 +151,8 @@ def _bracket(host: str) -> str:
 
 
 async def serve(config: BrokerConfig) -> int:
-    from broker.app import Broker
-    from broker.meta import DataDirError
+    from kcoord.broker.app import Broker
+    from kcoord.broker.meta import DataDirError
 
     broker = Broker(config, own_process=True)
     stop = asyncio.Event()
@@ -191,11 +191,11 @@ def main(argv: list[str] | None = None) -> int:
         sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         sub.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "pipeline":
-        from pipeline.cli import run as run_pipeline
+        from kcoord.pipeline.cli import run as run_pipeline
 
         return run_pipeline(args)
     if args.command in ("groups", "topics"):
-        from broker.tools import groups, topics
+        from kcoord.broker.tools import groups, topics
 
         return (groups if args.command == "groups" else topics).run(args)
     logs.configure(args.log_format, args.log_level)

@@ -36,8 +36,8 @@ from pathlib import Path
 
 import structlog
 
-from broker import logs
-from broker.config import BrokerConfig
+from kcoord.broker import logs
+from kcoord.broker.config import BrokerConfig
 
 START_TIMEOUT_S = 30
 
@@ -152,7 +152,7 @@ class EmbeddedBroker:
             self.loop.close()
 
     async def _main(self) -> None:
-        from broker.app import Broker
+        from kcoord.broker.app import Broker
 
         self._stop = asyncio.Event()
         broker = Broker(self.config, own_process=self.own_process)
@@ -182,17 +182,14 @@ class EmbeddedBroker:
     # -- as a child process --------------------------------------------------------------
 
     def _start_subprocess(self) -> None:
-        args = [sys.executable, "-m", "broker.cli", "serve", "--host", self.host,
+        args = [sys.executable, "-m", "kcoord.broker.cli", "serve", "--host", self.host,
                 "--port", str(self.port), "--data-dir", str(self.data_dir),
                 "--log-format", "json"]
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
         if self.kafka_defaults:
             args.append("--kafka-defaults")
-        # The child imports kcoord from where this process does, installed or not.
-        root = str(Path(__file__).resolve().parent.parent)
-        path = os.environ.get("PYTHONPATH")
-        env = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+        env = _child_environment()
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, env=env)
         self._thread = threading.Thread(target=self._read, name="kcoord-broker-log",
@@ -246,3 +243,16 @@ def _new_loop() -> asyncio.AbstractEventLoop:
     except ImportError:
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
+
+
+def _child_environment() -> dict[str, str]:
+    """The child imports the same kcoord as this process.  Where ``kcoord`` is a
+    folder holding ``broker/`` (an installed wheel, or a copy made for mutation
+    testing), that folder's parent goes first on the child's PYTHONPATH; an
+    editable install finds it through the interpreter's own site-packages."""
+    package = Path(__file__).absolute().parent.parent
+    env = dict(os.environ)
+    if package.name == "kcoord":
+        path = env.get("PYTHONPATH")
+        env["PYTHONPATH"] = str(package.parent) + (os.pathsep + path if path else "")
+    return env

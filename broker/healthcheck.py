@@ -1,6 +1,6 @@
 """A liveness probe: send one ApiVersions request and check the answer.
 
-    python -m broker.healthcheck --host 127.0.0.1 --port 9092
+    python -m kcoord.broker.healthcheck --host 127.0.0.1 --port 9092
 
 Exits 0 when the broker answers with a well-formed ApiVersions response carrying
 error code 0 and listing ApiVersions itself, 1 otherwise (connection refused,
@@ -17,8 +17,8 @@ import socket
 import struct
 import sys
 
-from protocol.headers import frame_request
-from protocol.messages.api_versions import API_VERSIONS
+from kcoord.protocol.headers import frame_request
+from kcoord.protocol.messages.api_versions import API_VERSIONS
 
 # v3 is the first flexible version and what current clients open with; every
 # Kafka broker since 2.4 serves it, and the answer's header is always v0.
@@ -86,7 +86,7 @@ def probe(host: str, port: int, timeout: float = 5.0) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m broker.healthcheck",
+    parser = argparse.ArgumentParser(prog="python -m kcoord.broker.healthcheck",
                                      description="Check that a broker answers ApiVersions.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9092)

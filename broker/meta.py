@@ -13,8 +13,8 @@ import os
 import uuid
 from pathlib import Path
 
-from broker.config import read_properties
-from storage.files import write_atomically
+from kcoord.broker.config import read_properties
+from kcoord.storage.files import write_atomically
 
 
 class DataDirError(RuntimeError):

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.embedded import EmbeddedBroker
-from broker.testing import Kcoord
+from kcoord.broker.embedded import EmbeddedBroker
+from kcoord.broker.testing import Kcoord
 
 MARKER = "kcoord_kafka_defaults"
 

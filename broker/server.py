@@ -41,13 +41,13 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.apis import NO_RESPONSE, REGISTRY, CloseConnection
-from protocol.headers import frame_response, request_header_codec
-from protocol.messages.api_versions import API_VERSIONS
-from protocol.wire import MAX_STRING_BYTES, StringTooLongError
+from kcoord.broker.apis import NO_RESPONSE, REGISTRY, CloseConnection
+from kcoord.protocol.headers import frame_response, request_header_codec
+from kcoord.protocol.messages.api_versions import API_VERSIONS
+from kcoord.protocol.wire import MAX_STRING_BYTES, StringTooLongError
 
 if TYPE_CHECKING:
-    from broker.app import Broker
+    from kcoord.broker.app import Broker
 
 log = structlog.get_logger("kcoord.server")
 

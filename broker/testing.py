@@ -23,10 +23,10 @@ import threading
 import time
 import uuid
 
-from protocol.client import WireClient
-from protocol.errors import ErrorCode
-from protocol.group_records import consumer_assignment
-from protocol.records import Record, build_batch
+from kcoord.protocol.client import WireClient
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.group_records import consumer_assignment
+from kcoord.protocol.records import Record, build_batch
 
 DEFAULT_TIMEOUT_S = 10.0
 _POLL_S = 0.01

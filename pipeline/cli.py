@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import time
+from importlib import metadata
 
 COMMANDS = {
     "history": "every offset commit still in the store (Parquet, partitioned by group)",
@@ -70,6 +72,16 @@ def java_problem() -> str | None:
     return None
 
 
+def install_hint(extra: str) -> str:
+    """A pip command that installs an extra's requirements wherever kcoord came
+    from (a wheel, a clone, an index): the requirements themselves, read from
+    the installed distribution, not ``kcoord[extra]``, which needs kcoord on an index."""
+    marker = re.compile(r"""extra\s*==\s*["']""" + re.escape(extra) + r"""["']""")
+    wanted = [r.split(";")[0].strip() for r in metadata.requires("kcoord") or []
+              if marker.search(r.partition(";")[2])]
+    return "pip install " + " ".join(shlex.quote(r.replace(" ", "")) for r in wanted)
+
+
 def session_args(args) -> dict:
     """What ``jobs.session`` gets when no session runs yet: the master, a name
     per job, and Spark's progress bar only on a terminal and without ``--quiet``
@@ -84,10 +96,10 @@ def run(args) -> int:
         print(f"kcoord pipeline: {problem}", file=sys.stderr)
         return 2
     try:
-        from pipeline import jobs
+        from kcoord.pipeline import jobs
     except ImportError as exc:
         print(f"kcoord pipeline: {exc.name or exc} is missing: install the pipeline extra "
-              "(pip install 'kcoord[pipeline]')", file=sys.stderr)
+              f"({install_hint('pipeline')})", file=sys.stderr)
         return 2
     for d in args.data_dir:
         if "://" not in d and not os.path.isdir(d):
@@ -114,12 +126,12 @@ def _write(args, df, path: str, partition_by=None) -> int:
 
 
 def _history(spark, args, began) -> int:
-    from pipeline import jobs
+    from kcoord.pipeline import jobs
 
     _say(args, f"reading offset commits from {', '.join(args.data_dir)}")
     n = _write(args, jobs.history(spark, args.data_dir), args.out, "group")
     _say(args, f"{n} commits written to {args.out} in {time.monotonic() - began:.1f} s")
-    from pipeline.segments import compaction_note
+    from kcoord.pipeline.segments import compaction_note
 
     note = compaction_note(args.data_dir)
     if note:
@@ -128,7 +140,7 @@ def _history(spark, args, began) -> int:
 
 
 def _offsets(spark, args, began) -> int:
-    from pipeline import jobs
+    from kcoord.pipeline import jobs
 
     _say(args, f"compacting offsets from {', '.join(args.data_dir)}")
     df = jobs.offsets(spark, args.data_dir).orderBy("group", "topic", "partition")
@@ -142,7 +154,7 @@ def _offsets(spark, args, began) -> int:
 
 
 def _lag(spark, args, began) -> int:
-    from pipeline import jobs
+    from kcoord.pipeline import jobs
 
     _say(args, f"computing lag from {', '.join(args.data_dir)}")
     per_partition, per_group = jobs.lag(spark, args.data_dir)
@@ -162,7 +174,7 @@ def _lag(spark, args, began) -> int:
 
 
 def _report(spark, args, began) -> int:
-    from pipeline import report
+    from kcoord.pipeline import report
 
     _say(args, f"building the report from {', '.join(args.data_dir)}")
     path = report.write(spark, args.data_dir, args.out)

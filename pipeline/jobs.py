@@ -16,7 +16,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from pipeline import rows, segments, source
+from kcoord.pipeline import rows, segments, source
 
 
 def is_local(master: str) -> bool:

@@ -14,7 +14,7 @@ import math
 import os
 from datetime import datetime, timezone
 
-from pipeline import segments
+from kcoord.pipeline import segments
 
 BUCKETS = 120
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b",
@@ -182,7 +182,7 @@ def write(spark, data_dirs: list[str], out: str) -> str:
     """Compute the report's data with Spark and write ``<out>/report.html``."""
     from pyspark.sql import functions as F
 
-    from pipeline import jobs
+    from kcoord.pipeline import jobs
 
     per_partition, per_group = jobs.lag(spark, data_dirs)
     groups = [tuple(r) for r in per_group.orderBy("group").select(

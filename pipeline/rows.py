@@ -20,9 +20,9 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from pipeline.segments import Split, read_split
-from protocol import group_records as G
-from protocol.records import decode_control_record
+from kcoord.pipeline.segments import Split, read_split
+from kcoord.protocol import group_records as G
+from kcoord.protocol.records import decode_control_record
 
 ROWS_PER_BATCH = 65_536
 

@@ -60,7 +60,7 @@ import struct
 from dataclasses import dataclass
 from typing import Iterator
 
-from protocol.records import (
+from kcoord.protocol.records import (
     LEGACY_HEADER_SIZE,
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
@@ -71,7 +71,7 @@ from protocol.records import (
     decode_batch,
     decode_legacy_entry,
 )
-from storage.layout import (
+from kcoord.storage.layout import (
     CLEANER_FILE,
     LOG_SUFFIX,
     OFFSET_INDEX_ENTRY,
@@ -546,7 +546,7 @@ def compaction_note(data_dirs) -> str | None:
     """What the store's cleaner checkpoints say: whether compaction has already
     removed superseded commits from ``__consumer_offsets`` (the history then
     starts later than the first commit), or None."""
-    from storage.manager import read_checkpoint  # the driver only: not in Spark's workers
+    from kcoord.storage.manager import read_checkpoint  # the driver only: not in Spark's workers
 
     cleaned = {}
     for d in data_dirs:

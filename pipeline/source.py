@@ -22,7 +22,7 @@ import json
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from pipeline import rows, segments
+from kcoord.pipeline import rows, segments
 
 
 class SplitPartition(InputPartition):

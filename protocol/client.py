@@ -15,10 +15,10 @@ import socket
 import struct
 from typing import Any
 
-from broker.healthcheck import recv_exact
-from protocol.headers import frame_request, response_header_codec, response_header_version
-from protocol.messages import ALL_APIS
-from protocol.schema import Api
+from kcoord.broker.healthcheck import recv_exact
+from kcoord.protocol.headers import frame_request, response_header_codec, response_header_version
+from kcoord.protocol.messages import ALL_APIS
+from kcoord.protocol.schema import Api
 
 _SIZE = struct.Struct(">i")
 

@@ -32,8 +32,8 @@ import uuid as _uuid
 
 from construct import FormatField
 
-from protocol import types as T
-from protocol.wire import (
+from kcoord.protocol import types as T
+from kcoord.protocol.wire import (
     JAVA_UTF8_ERRORS,
     MAX_STRING_BYTES,
     ZERO_UUID,
@@ -479,7 +479,7 @@ class GeneratedCodec:
     @property
     def construct(self):
         if self._construct is None:
-            from protocol.schema import Codec
+            from kcoord.protocol.schema import Codec
             self._construct = Codec(self.struct)
         return self._construct
 

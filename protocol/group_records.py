@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2

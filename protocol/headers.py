@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 _SIZE = struct.Struct(">i")
 _SIZE_HEADER_V0 = struct.Struct(">ii")  # size, correlation id

@@ -32,9 +32,9 @@ from typing import Any
 
 from construct import Float64b, Int8sb, Int16sb, Int16ub, Int32sb, Int32ub, Int64sb
 
-from protocol import types as T
-from protocol.generated import GeneratedCodec
-from protocol.wire import ZERO_UUID, DecodeError
+from kcoord.protocol import types as T
+from kcoord.protocol.generated import GeneratedCodec
+from kcoord.protocol.wire import ZERO_UUID, DecodeError
 
 
 class VersionRange:

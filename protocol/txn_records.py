@@ -29,7 +29,7 @@ import enum
 import struct
 from collections.abc import Mapping
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 TRANSACTION_LOG_RECORD_TYPE = 0  # the key's version: CoordinatorRecordType.TRANSACTION_LOG
 TRANSACTION_LOG_KEY_VERSION = 0

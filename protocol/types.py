@@ -23,12 +23,12 @@ import uuid as _uuid
 
 from construct import Construct, SizeofError
 
-from protocol import wire
-from protocol.values import message_class
-from protocol.wire import UnknownFieldError
+from kcoord.protocol import wire
+from kcoord.protocol.values import message_class
+from kcoord.protocol.wire import UnknownFieldError
 
 _HELPERS = (
-    "from protocol.wire import *\nfrom protocol.values import message_class\n"
+    "from kcoord.protocol.wire import *\nfrom kcoord.protocol.values import message_class\n"
     "from io import BytesIO\n"
 )
 

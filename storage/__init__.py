@@ -3,15 +3,15 @@
 Depends on ``protocol`` only, never on ``broker``.
 """
 
-from storage.config import LogConfig
-from storage.errors import (
+from kcoord.storage.config import LogConfig
+from kcoord.storage.errors import (
     InvalidRecordError,
     LogClosedError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
 )
-from storage.log import AppendInfo, PartitionLog, TimestampOffset
+from kcoord.storage.log import AppendInfo, PartitionLog, TimestampOffset
 
 __all__ = [
     "AppendInfo",

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from protocol.records import (
+from kcoord.protocol.records import (
     DELETE_HORIZON_FLAG,
     LOG_APPEND_TIME,
     RECORD_BATCH_OVERHEAD,
@@ -52,10 +52,10 @@ from protocol.records import (
     decode_batch,
     empty_batch,
 )
-from storage import producer_load
-from storage.files import fsync_dir
-from storage.layout import SEGMENT_FILE, SWAP_FILE, is_segment_file, segment_name
-from storage.segment import LogSegment
+from kcoord.storage import producer_load
+from kcoord.storage.files import fsync_dir
+from kcoord.storage.layout import SEGMENT_FILE, SWAP_FILE, is_segment_file, segment_name
+from kcoord.storage.segment import LogSegment
 
 log = structlog.get_logger("kcoord.storage.cleaner")
 

@@ -1,7 +1,7 @@
 """Errors the storage engine raises, each with the Kafka error code the broker answers."""
 
-from protocol.errors import ErrorCode
-from protocol.records import CorruptRecordError
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import CorruptRecordError
 
 
 class StorageError(Exception):

@@ -21,12 +21,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from storage.errors import KafkaStorageError
-from storage.files import fsync_dir
+from kcoord.storage.errors import KafkaStorageError
+from kcoord.storage.files import fsync_dir
 
 if TYPE_CHECKING:  # pragma: no cover
-    from storage.log import PartitionLog
-    from storage.segment import LogSegment
+    from kcoord.storage.log import PartitionLog
+    from kcoord.storage.segment import LogSegment
 
 
 class LogFlusher:

@@ -23,9 +23,9 @@ import os
 from array import array
 from bisect import bisect_right
 
-from storage.layout import OFFSET_INDEX_ENTRY as _OFFSET_ENTRY
-from storage.layout import TIME_INDEX_ENTRY as _TIME_ENTRY
-from storage.layout import TXN_INDEX_ENTRY as _TXN_ENTRY
+from kcoord.storage.layout import OFFSET_INDEX_ENTRY as _OFFSET_ENTRY
+from kcoord.storage.layout import TIME_INDEX_ENTRY as _TIME_ENTRY
+from kcoord.storage.layout import TXN_INDEX_ENTRY as _TXN_ENTRY
 
 
 class _Index:

@@ -19,9 +19,9 @@ from bisect import bisect_right
 
 import structlog
 
-from storage.config import LogConfig
-from storage.layout import SEGMENT_FILE, segment_name
-from storage.segment import LogSegment
+from kcoord.storage.config import LogConfig
+from kcoord.storage.layout import SEGMENT_FILE, segment_name
+from kcoord.storage.segment import LogSegment
 
 log = structlog.get_logger("kcoord.storage")
 
@@ -49,7 +49,7 @@ def remove_orphan_indexes(directory: str, bases: list[int]) -> None:
 def load_segments(directory: str, config: LogConfig, *, recovery_point: int,
                   clean_shutdown: bool, name: str) -> list[LogSegment]:
     """Open (and after a crash, recover) the segments of a folder, in offset order."""
-    from storage.cleaner import complete_interrupted_swaps
+    from kcoord.storage.cleaner import complete_interrupted_swaps
 
     complete_interrupted_swaps(directory)
     ordered = segment_bases(directory)

@@ -39,8 +39,8 @@ from typing import Callable, Iterator
 
 import structlog
 
-from protocol import compression
-from protocol.records import (
+from kcoord.protocol import compression
+from kcoord.protocol.records import (
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
     Record,
@@ -51,17 +51,17 @@ from protocol.records import (
     iter_entries,
     validate_batch,
 )
-from storage.config import LogConfig
-from storage.errors import CorruptLogError, KafkaStorageError, LogClosedError, OffsetOutOfRangeError
-from storage.files import fsync_dir
-from storage.flush import LogFlusher
-from storage.loader import load_segments
-from storage import producer_load, producer_snapshot
-from storage.producer_state import ABORT, COMMIT, ProducerState
-from storage.retention import deletable_count
-from storage.layout import segment_name
-from storage.segment import INT32_MAX, LogSegment
-from storage.validator import (
+from kcoord.storage.config import LogConfig
+from kcoord.storage.errors import CorruptLogError, KafkaStorageError, LogClosedError, OffsetOutOfRangeError
+from kcoord.storage.files import fsync_dir
+from kcoord.storage.flush import LogFlusher
+from kcoord.storage.loader import load_segments
+from kcoord.storage import producer_load, producer_snapshot
+from kcoord.storage.producer_state import ABORT, COMMIT, ProducerState
+from kcoord.storage.retention import deletable_count
+from kcoord.storage.layout import segment_name
+from kcoord.storage.segment import INT32_MAX, LogSegment
+from kcoord.storage.validator import (
     AppendOrigin,
     ValidatedAppend,
     own_batch,
@@ -859,7 +859,7 @@ class PartitionLog:
     # --- compaction -------------------------------------------------------------------------
 
     def dirty_ratio(self, now_ms: int | None = None) -> float:
-        from storage.cleaner import cleanable_range
+        from kcoord.storage.cleaner import cleanable_range
 
         with self._lock:
             r = cleanable_range(self, self.clock() if now_ms is None else now_ms)
@@ -870,7 +870,7 @@ class PartitionLog:
 
         Returns the cleaner's statistics, or ``None`` when nothing was done.
         """
-        from storage.cleaner import clean_log
+        from kcoord.storage.cleaner import clean_log
 
         return clean_log(self, self.clock() if now_ms is None else now_ms, force=force)
 

@@ -25,10 +25,10 @@ from typing import Callable
 
 import structlog
 
-from storage.config import LogConfig
-from storage.files import fsync_dir, write_atomically
-from storage.errors import KafkaStorageError, LogClosedError
-from storage.layout import (
+from kcoord.storage.config import LogConfig
+from kcoord.storage.files import fsync_dir, write_atomically
+from kcoord.storage.errors import KafkaStorageError, LogClosedError
+from kcoord.storage.layout import (
     CLEAN_SHUTDOWN_FILE,
     CLEANER_FILE,
     LOG_START_FILE,
@@ -36,7 +36,7 @@ from storage.layout import (
     RECOVERY_POINT_FILE,
     parse_partition_dir,
 )
-from storage.log import PartitionLog, wall_clock_ms
+from kcoord.storage.log import PartitionLog, wall_clock_ms
 
 log = structlog.get_logger("kcoord.storage")
 

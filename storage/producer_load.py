@@ -12,8 +12,8 @@ reads on the event loop never wait for the whole scan.
 
 from __future__ import annotations
 
-from protocol.records import decode_batch, decode_control_record
-from storage.producer_state import ProducerState
+from kcoord.protocol.records import decode_batch, decode_control_record
+from kcoord.storage.producer_state import ProducerState
 
 
 def marker_of(data) -> tuple[int, int] | None:

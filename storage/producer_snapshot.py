@@ -25,9 +25,9 @@ import os
 import re
 import struct
 
-from protocol.records import crc32c
-from storage.files import fsync_dir
-from storage.producer_state import AbortedTxn, BatchMetadata, ProducerEntry, ProducerState
+from kcoord.protocol.records import crc32c
+from kcoord.storage.files import fsync_dir
+from kcoord.storage.producer_state import AbortedTxn, BatchMetadata, ProducerEntry, ProducerState
 
 VERSION = 1
 _HEADER = struct.Struct(">hI")

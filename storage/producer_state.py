@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from bisect import bisect_left
 
-from storage.errors import (
+from kcoord.storage.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     OutOfOrderSequenceError,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from storage.config import LogConfig
+from kcoord.storage.config import LogConfig
 
 
 def deletable_count(segments, log_start_offset: int, config: LogConfig, now: int,

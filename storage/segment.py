@@ -14,7 +14,7 @@ import os
 import time
 from typing import Iterator
 
-from protocol.records import (
+from kcoord.protocol.records import (
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
@@ -22,9 +22,9 @@ from protocol.records import (
     batch_header,
     crc_valid,
 )
-from storage.files import PREALLOCATE_MIN, preallocate
-from storage.index import OffsetIndex, TimeIndex, TransactionIndex
-from storage.layout import segment_name
+from kcoord.storage.files import PREALLOCATE_MIN, preallocate
+from kcoord.storage.index import OffsetIndex, TimeIndex, TransactionIndex
+from kcoord.storage.layout import segment_name
 
 INT32_MAX = (1 << 31) - 1
 _SCAN_CHUNK = 1 << 20
@@ -271,7 +271,7 @@ class LogSegment:
 
     def find_offset_for_timestamp(self, timestamp: int, start_offset: int):
         """(offset, timestamp) of the first record at or after ``start_offset`` with ts >= target."""
-        from protocol.records import decode_batch
+        from kcoord.protocol.records import decode_batch
 
         _ts, indexed_offset = self.time_index.lookup(timestamp)
         _o, position = self.offset_index.lookup(max(indexed_offset, start_offset))

@@ -33,8 +33,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from protocol import compression
-from protocol.records import (
+from kcoord.protocol import compression
+from kcoord.protocol.records import (
     LOG_APPEND_TIME,
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
@@ -52,8 +52,8 @@ from protocol.records import (
     set_partition_leader_epoch,
     walk_records,
 )
-from storage.config import LogConfig
-from storage.errors import (
+from kcoord.storage.config import LogConfig
+from kcoord.storage.errors import (
     CorruptBatchError,
     InvalidRecordError,
     InvalidTimestampError,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker import logs
+from kcoord.broker import logs
 from tests.support import BrokerThread
 
 logs.configure("console", "warning")

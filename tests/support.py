@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from broker.embedded import EmbeddedBroker
+from kcoord.broker.embedded import EmbeddedBroker
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -45,7 +45,7 @@ class BrokerProcess:
 
     def __init__(self, data_dir: Path, *extra: str, env: dict | None = None):
         self.data_dir = data_dir
-        self.args = [sys.executable, "-m", "broker.cli", "serve", "--port", "0",
+        self.args = [sys.executable, "-m", "kcoord.broker.cli", "serve", "--port", "0",
                      "--data-dir", str(data_dir), "--log-format", "json", *extra]
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen | None = None
@@ -97,7 +97,7 @@ class BrokerProcess:
 
 def create_topic_offline(data_dir: Path, name: str, partitions: int) -> None:
     """Create a topic in a data dir with a broker started for that and stopped."""
-    from protocol.client import WireClient
+    from kcoord.protocol.client import WireClient
     broker = BrokerProcess(data_dir).start()
     with WireClient("127.0.0.1", broker.port) as client:
         created = client.call(19, 4, {"topics": [{"name": name, "num_partitions": partitions,

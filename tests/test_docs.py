@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from broker.apis import advertised_versions
-from broker.config import DEV_DEFAULTS
+from kcoord.broker.apis import advertised_versions
+from kcoord.broker.config import DEV_DEFAULTS
 
 ROOT = Path(__file__).resolve().parent.parent
 

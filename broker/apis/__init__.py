@@ -26,8 +26,8 @@ import pkgutil
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from protocol.messages import ALL_APIS
-from protocol.schema import Api
+from kcoord.protocol.messages import ALL_APIS
+from kcoord.protocol.schema import Api
 
 NO_RESPONSE = object()
 

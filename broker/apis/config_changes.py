@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from broker.config import (
+from kcoord.broker.config import (
     BROKER_CONFIGS,
     DYNAMIC_BROKER_CONFIGS,
     LIST,
@@ -45,10 +45,10 @@ from broker.config import (
     format_value,
     parse_config_value,
 )
-from broker.groups import group_configs
-from broker.groups.group_configs import GROUP_CONFIGS
-from broker.topics.manager import TopicError, check_topic_configs, validate_topic_name
-from protocol.errors import ErrorCode
+from kcoord.broker.groups import group_configs
+from kcoord.broker.groups.group_configs import GROUP_CONFIGS
+from kcoord.broker.topics.manager import TopicError, check_topic_configs, validate_topic_name
+from kcoord.protocol.errors import ErrorCode
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from broker.groups.group_configs import (
+from kcoord.broker.groups.group_configs import (
     DYNAMIC_GROUP_CONFIG,
     GROUP_CONFIGS,
     broker_value,
     kafka_default_text,
 )
-from broker.config import (
+from kcoord.broker.config import (
     BROKER_CONFIGS,
     TOPIC_CONFIG_SYNONYMS,
     TOPIC_CONFIGS,

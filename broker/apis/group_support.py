@@ -3,8 +3,8 @@ and the coordinator's answers shaped for the request's version."""
 
 from __future__ import annotations
 
-from broker.groups.offsets import OffsetAndMetadata
-from protocol.errors import ErrorCode
+from kcoord.broker.groups.offsets import OffsetAndMetadata
+from kcoord.protocol.errors import ErrorCode
 
 # Kafka without an authorizer grants every operation a group supports:
 # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (AclOperation codes).

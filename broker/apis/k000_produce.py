@@ -35,12 +35,12 @@ import struct
 
 import structlog
 
-from broker.apis import NO_RESPONSE, CloseConnection, api
-from broker.topics.data import LEADER_EPOCH, find_partition
-from protocol import compression
-from protocol.errors import ErrorCode
-from protocol.records import CorruptRecordError, batch_header, iter_entries, legacy_as_batch
-from storage.errors import StorageError
+from kcoord.broker.apis import NO_RESPONSE, CloseConnection, api
+from kcoord.broker.topics.data import LEADER_EPOCH, find_partition
+from kcoord.protocol import compression
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import CorruptRecordError, batch_header, iter_entries, legacy_as_batch
+from kcoord.storage.errors import StorageError
 
 log = structlog.get_logger("kcoord.produce")
 

@@ -39,9 +39,9 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.apis import api
-from broker.topics.data import find_partition, leader_epoch_error, load_producers
-from broker.topics.fetch_sessions import (
+from kcoord.broker.apis import api
+from kcoord.broker.topics.data import find_partition, leader_epoch_error, load_producers
+from kcoord.broker.topics.fetch_sessions import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     INVALID_SESSION_ID,
@@ -49,11 +49,11 @@ from broker.topics.fetch_sessions import (
     FetchSession,
     next_epoch,
 )
-from protocol import compression
-from protocol.errors import ErrorCode
-from protocol.records import batch_header, down_convert_for_fetch, iter_entries
-from protocol.wire import ZERO_UUID
-from storage.errors import OffsetOutOfRangeError, StorageError
+from kcoord.protocol import compression
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import batch_header, down_convert_for_fetch, iter_entries
+from kcoord.protocol.wire import ZERO_UUID
+from kcoord.storage.errors import OffsetOutOfRangeError, StorageError
 
 READ_COMMITTED = 1
 _CONVERT_IN_THREAD = 64 * 1024  # down-conversion of more than this runs off the loop

@@ -29,18 +29,18 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from broker.apis import api
-from broker.topics.data import (
+from kcoord.broker.apis import api
+from kcoord.broker.topics.data import (
     LEADER_EPOCH,
     NO_EPOCH,
     find_partition,
     leader_epoch_error,
     load_producers,
 )
-from protocol.errors import ErrorCode
-from protocol.records import LOG_APPEND_TIME, decode_batch, iter_entries
-from storage.errors import StorageError
-from storage.log import wall_clock_ms
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import LOG_APPEND_TIME, decode_batch, iter_entries
+from kcoord.storage.errors import StorageError
+from kcoord.storage.log import wall_clock_ms
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 EARLIEST_PENDING_UPLOAD = -6

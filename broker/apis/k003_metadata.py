@@ -22,11 +22,11 @@
 
 from __future__ import annotations
 
-from broker.apis import api
-from broker.topics.manager import TopicError, validate_topic_name
-from storage.layout import INTERNAL_TOPICS, TRANSACTION_STATE_TOPIC
-from protocol.errors import ErrorCode
-from protocol.wire import ZERO_UUID
+from kcoord.broker.apis import api
+from kcoord.broker.topics.manager import TopicError, validate_topic_name
+from kcoord.storage.layout import INTERNAL_TOPICS, TRANSACTION_STATE_TOPIC
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.wire import ZERO_UUID
 
 NOT_PROVIDED = -(1 << 31)
 

@@ -14,8 +14,8 @@
 
 from __future__ import annotations
 
-from broker.apis import api
-from broker.apis.group_support import commit_answer, committed_offsets, when_answered
+from kcoord.broker.apis import api
+from kcoord.broker.apis.group_support import commit_answer, committed_offsets, when_answered
 
 
 @api(key=8, versions=(1, 10))

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import structlog
 
-from broker.apis import api
-from protocol.errors import ErrorCode
-from storage.layout import TRANSACTION_STATE_TOPIC
+from kcoord.broker.apis import api
+from kcoord.protocol.errors import ErrorCode
+from kcoord.storage.layout import TRANSACTION_STATE_TOPIC
 
 log = structlog.get_logger("kcoord.groups")
 

@@ -11,9 +11,9 @@
 
 from __future__ import annotations
 
-from broker.apis import api
-from broker.apis.group_support import client_host, when_answered
-from broker.groups.common import JoinRequest
+from kcoord.broker.apis import api
+from kcoord.broker.apis.group_support import client_host, when_answered
+from kcoord.broker.groups.common import JoinRequest
 
 
 @api(key=11, versions=(0, 9))

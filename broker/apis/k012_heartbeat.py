@@ -6,7 +6,7 @@ Answered NONE while the group's partition is loading, as Kafka does.
 
 from __future__ import annotations
 
-from broker.apis import api
+from kcoord.broker.apis import api
 
 
 @api(key=12, versions=(0, 4))

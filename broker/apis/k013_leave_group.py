@@ -9,8 +9,8 @@
 
 from __future__ import annotations
 
-from broker.apis import api
-from broker.apis.group_support import first_error
+from kcoord.broker.apis import api
+from kcoord.broker.apis.group_support import first_error
 
 
 @api(key=13, versions=(0, 5))

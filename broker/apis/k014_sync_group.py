@@ -9,10 +9,10 @@
 
 from __future__ import annotations
 
-from broker.apis import api
-from broker.apis.group_support import when_answered
-from broker.groups.common import sync_answer
-from protocol.errors import ErrorCode
+from kcoord.broker.apis import api
+from kcoord.broker.apis.group_support import when_answered
+from kcoord.broker.groups.common import sync_answer
+from kcoord.protocol.errors import ErrorCode
 
 
 def _shape(answer):

@@ -11,10 +11,10 @@
 
 from __future__ import annotations
 
-from broker.apis import api
-from broker.apis.group_support import GROUP_OPERATIONS, NOT_PROVIDED
-from broker.groups.consumer_group import ConsumerGroup
-from protocol.errors import ErrorCode
+from kcoord.broker.apis import api
+from kcoord.broker.apis.group_support import GROUP_OPERATIONS, NOT_PROVIDED
+from kcoord.broker.groups.consumer_group import ConsumerGroup
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=15, versions=(0, 6))

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from broker.apis import api
+from kcoord.broker.apis import api
 
 
 @api(key=16, versions=(0, 5))

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import re
 
-from broker.apis import advertised_versions, api
-from broker.apis.k068_consumer_group_heartbeat import consumer_protocol_enabled
-from protocol.errors import ErrorCode
+from kcoord.broker.apis import advertised_versions, api
+from kcoord.broker.apis.k068_consumer_group_heartbeat import consumer_protocol_enabled
+from kcoord.protocol.errors import ErrorCode
 
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 

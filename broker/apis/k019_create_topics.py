@@ -17,10 +17,10 @@
 
 from __future__ import annotations
 
-from broker.apis import api
-from broker.apis.configs import topic_config_entries
-from broker.topics.manager import TopicError, new_topic_id
-from protocol.errors import ErrorCode
+from kcoord.broker.apis import api
+from kcoord.broker.apis.configs import topic_config_entries
+from kcoord.broker.topics.manager import TopicError, new_topic_id
+from kcoord.protocol.errors import ErrorCode
 
 
 # QuorumController.MAX_RECORDS_PER_USER_OP and ReplicationControlManager's

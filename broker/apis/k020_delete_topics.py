@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from broker.apis import api
-from broker.topics.manager import TopicError
-from storage.layout import OFFSETS_TOPIC
-from protocol.errors import ErrorCode
-from protocol.wire import ZERO_UUID
+from kcoord.broker.apis import api
+from kcoord.broker.topics.manager import TopicError
+from kcoord.storage.layout import OFFSETS_TOPIC
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.wire import ZERO_UUID
 
 
 @api(key=20, versions=(0, 6))

@@ -19,9 +19,9 @@ import asyncio
 
 import structlog
 
-from broker.apis import api
-from protocol.errors import ErrorCode
-from storage.errors import OffsetOutOfRangeError
+from kcoord.broker.apis import api
+from kcoord.protocol.errors import ErrorCode
+from kcoord.storage.errors import OffsetOutOfRangeError
 
 log = structlog.get_logger("kcoord.topics")
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import structlog
 
-from broker.apis import api
-from protocol.errors import ErrorCode
+from kcoord.broker.apis import api
+from kcoord.protocol.errors import ErrorCode
 
 log = structlog.get_logger("kcoord.producers")
 

@@ -15,9 +15,9 @@ UNKNOWN_TOPIC_OR_PARTITION with epoch and end offset -1.
 
 from __future__ import annotations
 
-from broker.apis import api
-from broker.topics.data import LEADER_EPOCH, NO_EPOCH, find_partition, leader_epoch_error
-from protocol.errors import ErrorCode
+from kcoord.broker.apis import api
+from kcoord.broker.topics.data import LEADER_EPOCH, NO_EPOCH, find_partition, leader_epoch_error
+from kcoord.protocol.errors import ErrorCode
 
 EPOCH_START_OFFSET = 0
 

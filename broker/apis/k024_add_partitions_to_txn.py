@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.apis import api
-from protocol.errors import ErrorCode
+from kcoord.broker.apis import api
+from kcoord.protocol.errors import ErrorCode
 
 
 def _results(topics, codes) -> list[dict]:

@@ -8,9 +8,9 @@ AddPartitionsToTxn's.  PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v2.
 
 from __future__ import annotations
 
-from broker.apis import api
-from protocol.errors import ErrorCode
-from storage.layout import OFFSETS_TOPIC
+from kcoord.broker.apis import api
+from kcoord.protocol.errors import ErrorCode
+from kcoord.storage.layout import OFFSETS_TOPIC
 
 
 @api(key=25, versions=(0, 4))

@@ -14,8 +14,8 @@ Below v5 the answer's producer id and epoch are -1.
 
 from __future__ import annotations
 
-from broker.apis import api
-from protocol.errors import ErrorCode
+from kcoord.broker.apis import api
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=26, versions=(0, 5))

@@ -22,10 +22,10 @@ UNSTABLE_OFFSET_COMMIT.
 
 from __future__ import annotations
 
-from broker.apis import api
-from broker.apis.group_support import commit_answer, committed_offsets
-from protocol.errors import ErrorCode
-from storage.layout import OFFSETS_TOPIC
+from kcoord.broker.apis import api
+from kcoord.broker.apis.group_support import commit_answer, committed_offsets
+from kcoord.protocol.errors import ErrorCode
+from kcoord.storage.layout import OFFSETS_TOPIC
 
 
 async def _transaction_error(ctx, request, version: int) -> ErrorCode:

@@ -24,16 +24,16 @@ from __future__ import annotations
 
 import logging
 
-from broker.apis import api
-from broker.apis.configs import (
+from kcoord.broker.apis import api
+from kcoord.broker.apis.configs import (
     broker_config_values,
     cluster_default_values,
     group_config_values,
     topic_config_values,
 )
-from broker.config import DYNAMIC_BROKER_CONFIGS
-from broker.topics.manager import validate_topic_name
-from protocol.errors import ErrorCode
+from kcoord.broker.config import DYNAMIC_BROKER_CONFIGS
+from kcoord.broker.topics.manager import validate_topic_name
+from kcoord.protocol.errors import ErrorCode
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 DYNAMIC_BROKER_LOGGER_CONFIG = 6

@@ -3,8 +3,8 @@ configs replaced by the ones listed (see ``broker.apis.config_changes``)."""
 
 from __future__ import annotations
 
-from broker.apis import api
-from broker.apis.config_changes import alter_configs as _alter
+from kcoord.broker.apis import api
+from kcoord.broker.apis.config_changes import alter_configs as _alter
 
 
 @api(key=33, versions=(0, 2))

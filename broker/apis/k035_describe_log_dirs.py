@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-from broker.apis import api
-from protocol.errors import ErrorCode
+from kcoord.broker.apis import api
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=35, versions=(1, 5))

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from broker.apis import api
-from broker.topics.manager import TopicError
-from protocol.errors import ErrorCode
-from storage.layout import OFFSETS_TOPIC
+from kcoord.broker.apis import api
+from kcoord.broker.topics.manager import TopicError
+from kcoord.protocol.errors import ErrorCode
+from kcoord.storage.layout import OFFSETS_TOPIC
 
 
 # ReplicationControlManager's MAX_PARTITIONS_PER_BATCH: one request may not add more.

@@ -9,8 +9,8 @@ Kafka 4.4's coordinator leaves it).
 
 from __future__ import annotations
 
-from broker.apis import api
-from broker.apis.group_support import when_answered
+from kcoord.broker.apis import api
+from kcoord.broker.apis.group_support import when_answered
 
 
 @api(key=42, versions=(0, 3))

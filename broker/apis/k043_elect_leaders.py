@@ -8,8 +8,8 @@ whole request and each partition.  Messages are Kafka 4.4's."""
 
 from __future__ import annotations
 
-from broker.apis import api
-from protocol.errors import ErrorCode
+from kcoord.broker.apis import api
+from kcoord.protocol.errors import ErrorCode
 
 PREFERRED, UNCLEAN = 0, 1
 

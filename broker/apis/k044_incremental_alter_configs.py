@@ -4,8 +4,8 @@ resource set, deleted, appended to or subtracted from, the others kept (see
 
 from __future__ import annotations
 
-from broker.apis import api
-from broker.apis.config_changes import alter_configs
+from kcoord.broker.apis import api
+from kcoord.broker.apis.config_changes import alter_configs
 
 
 @api(key=44, versions=(0, 1))

@@ -9,8 +9,8 @@ UNKNOWN_TOPIC_OR_PARTITION.  Messages are Kafka 4.4's."""
 
 from __future__ import annotations
 
-from broker.apis import api
-from protocol.errors import ErrorCode
+from kcoord.broker.apis import api
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=45, versions=(0, 1))

@@ -10,9 +10,9 @@
 
 from __future__ import annotations
 
-from broker.apis import api
-from broker.apis.group_support import split_known, when_answered
-from protocol.errors import ErrorCode
+from kcoord.broker.apis import api
+from kcoord.broker.apis.group_support import split_known, when_answered
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=47, versions=(0, 0))

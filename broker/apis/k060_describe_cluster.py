@@ -12,9 +12,9 @@
 
 from __future__ import annotations
 
-from broker.apis import api
-from broker.apis.k003_metadata import CLUSTER_OPERATIONS, NOT_PROVIDED
-from protocol.errors import ErrorCode
+from kcoord.broker.apis import api
+from kcoord.broker.apis.k003_metadata import CLUSTER_OPERATIONS, NOT_PROVIDED
+from kcoord.protocol.errors import ErrorCode
 
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
 

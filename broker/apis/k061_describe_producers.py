@@ -10,8 +10,8 @@ without a message, an unknown topic with Kafka's message."""
 
 from __future__ import annotations
 
-from broker.apis import api
-from protocol.errors import ErrorCode
+from kcoord.broker.apis import api
+from kcoord.protocol.errors import ErrorCode
 
 _NOT_HOSTED = "This server does not host this topic-partition."
 

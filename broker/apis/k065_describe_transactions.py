@@ -9,8 +9,8 @@ partition still loading: COORDINATOR_LOAD_IN_PROGRESS.
 
 from __future__ import annotations
 
-from broker.apis import api
-from protocol.errors import ErrorCode
+from kcoord.broker.apis import api
+from kcoord.protocol.errors import ErrorCode
 
 
 def _describe(broker, transactional_id: str) -> dict:

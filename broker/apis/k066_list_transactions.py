@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import re
 
-from broker.apis import api
-from broker.transactions.metadata import TxnState
-from protocol.errors import ErrorCode
+from kcoord.broker.apis import api
+from kcoord.broker.transactions.metadata import TxnState
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=66, versions=(0, 2))

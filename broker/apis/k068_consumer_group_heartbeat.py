@@ -11,10 +11,10 @@
 
 from __future__ import annotations
 
-from broker.apis import api
-from broker.apis.group_support import client_host, when_answered
-from broker.groups.consumer_membership import HeartbeatRequest, heartbeat_error
-from protocol.errors import ErrorCode
+from kcoord.broker.apis import api
+from kcoord.broker.apis.group_support import client_host, when_answered
+from kcoord.broker.groups.consumer_membership import HeartbeatRequest, heartbeat_error
+from kcoord.protocol.errors import ErrorCode
 
 
 def consumer_protocol_enabled(broker) -> bool:

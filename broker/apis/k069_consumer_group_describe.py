@@ -8,10 +8,10 @@
 
 from __future__ import annotations
 
-from broker.apis import api
-from broker.apis.group_support import GROUP_OPERATIONS, NOT_PROVIDED
-from broker.apis.k068_consumer_group_heartbeat import consumer_protocol_enabled
-from protocol.errors import ErrorCode
+from kcoord.broker.apis import api
+from kcoord.broker.apis.group_support import GROUP_OPERATIONS, NOT_PROVIDED
+from kcoord.broker.apis.k068_consumer_group_heartbeat import consumer_protocol_enabled
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=69, versions=(0, 1), advertised_if=consumer_protocol_enabled)

@@ -12,8 +12,8 @@ every entity of a type, ``Admin.listConfigResources``).
 
 from __future__ import annotations
 
-from broker.apis import api
-from protocol.errors import ErrorCode
+from kcoord.broker.apis import api
+from kcoord.protocol.errors import ErrorCode
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 _ORDER = (GROUP, CLIENT_METRICS, BROKER_LOGGER, BROKER, TOPIC)

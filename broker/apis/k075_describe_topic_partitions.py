@@ -33,12 +33,12 @@ its metadata cache):
 
 from __future__ import annotations
 
-from broker.apis import api
-from broker.apis.k003_metadata import TOPIC_OPERATIONS, partition_entries
-from broker.topics.manager import validate_topic_name
-from protocol.errors import ErrorCode
-from protocol.wire import ZERO_UUID
-from storage.layout import INTERNAL_TOPICS
+from kcoord.broker.apis import api
+from kcoord.broker.apis.k003_metadata import TOPIC_OPERATIONS, partition_entries
+from kcoord.broker.topics.manager import validate_topic_name
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.wire import ZERO_UUID
+from kcoord.storage.layout import INTERNAL_TOPICS
 
 # Kafka's max.request.partition.size.limit default: the most partitions one
 # answer carries, whatever the request asks.

@@ -58,7 +58,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.groups.placement import java_string_hashcode
+from kcoord.broker.groups.placement import java_string_hashcode
 
 ASSIGNORS = ("uniform", "range")
 DEFAULT_JDK = 17  # the Java feature release whose HashSet copy constructor is modelled

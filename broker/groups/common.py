@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from broker.runtime.outcome import Write
-from protocol.errors import ErrorCode as E
-from protocol.wire import MAX_STRING_BYTES
+from kcoord.broker.runtime.outcome import Write
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.wire import MAX_STRING_BYTES
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000  # Kafka's hard-coded join timeout of a new member
 WRITE_CHUNK_BYTES = 256 * 1024  # well under __consumer_offsets' max.message.bytes (1 MiB)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from collections.abc import Mapping
 from typing import Any
 
-from protocol import group_records as G
+from kcoord.protocol import group_records as G
 
 Assignment = dict[uuid.UUID, frozenset[int]]
 

@@ -24,16 +24,16 @@ from dataclasses import dataclass
 
 import structlog
 
-from broker.groups import assignors
-from broker.groups import migration
-from broker.groups.common import (
+from kcoord.broker.groups import assignors
+from kcoord.broker.groups import migration
+from kcoord.broker.groups.common import (
     CoordinatorConfig,
     JoinRequest,
     join_error,
     map_write_error,
     sync_answer,
 )
-from broker.groups.consumer_group import (
+from kcoord.broker.groups.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     Assignment,
@@ -45,14 +45,14 @@ from broker.groups.consumer_group import (
     describe_assignment,
     topic_partitions,
 )
-from broker.groups.reconciliation import (
+from kcoord.broker.groups.reconciliation import (
     FencedMember,
     epochs_of_assigned,
     is_subset,
     reconcile,
     reconcile_reason,
 )
-from broker.groups.subscriptions import (  # noqa: F401 (StaticImage, the hashes: re-exported)
+from kcoord.broker.groups.subscriptions import (  # noqa: F401 (StaticImage, the hashes: re-exported)
     TOPIC_HASHES,
     InvalidRegex,
     StaticImage,
@@ -62,10 +62,10 @@ from broker.groups.subscriptions import (  # noqa: F401 (StaticImage, the hashes
     group_hash,
     topic_hash,
 )
-from broker.groups.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState
-from broker.runtime.outcome import Outcome, Write
-from protocol import group_records as G
-from protocol.errors import ErrorCode as E
+from kcoord.broker.groups.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState
+from kcoord.broker.runtime.outcome import Outcome, Write
+from kcoord.protocol import group_records as G
+from kcoord.protocol.errors import ErrorCode as E
 
 log = structlog.get_logger("kcoord.groups")
 

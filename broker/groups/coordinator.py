@@ -26,23 +26,23 @@ from collections.abc import Callable
 
 import structlog
 
-from broker.groups.common import (
+from kcoord.broker.groups.common import (
     CoordinatorConfig,
     JoinRequest,
     chunked_writes,
     map_write_error,
     sync_answer,
 )
-from broker.groups.consumer_group import ConsumerGroup
-from broker.groups.consumer_membership import ConsumerGroupManager, HeartbeatRequest
-from broker.groups.group import Group, GroupState
-from broker.groups.loader import LoadedPartition
-from broker.groups.membership import GroupMetadataManager
-from broker.groups.offset_manager import OffsetMetadataManager
-from broker.runtime.outcome import Outcome, Write
-from broker.runtime.timers import Deadlines
-from protocol import group_records as G
-from protocol.errors import ErrorCode as E
+from kcoord.broker.groups.consumer_group import ConsumerGroup
+from kcoord.broker.groups.consumer_membership import ConsumerGroupManager, HeartbeatRequest
+from kcoord.broker.groups.group import Group, GroupState
+from kcoord.broker.groups.loader import LoadedPartition
+from kcoord.broker.groups.membership import GroupMetadataManager
+from kcoord.broker.groups.offset_manager import OffsetMetadataManager
+from kcoord.broker.runtime.outcome import Outcome, Write
+from kcoord.broker.runtime.timers import Deadlines
+from kcoord.protocol import group_records as G
+from kcoord.protocol.errors import ErrorCode as E
 
 log = structlog.get_logger("kcoord.groups")
 

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.wire import decode_utf8
+from kcoord.protocol.wire import decode_utf8
 
 
 class GroupState(enum.Enum):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.config import (
+from kcoord.broker.config import (
     BOOLEAN,
     BROKER_CONFIGS,
     INT,
@@ -40,7 +40,7 @@ from broker.config import (
     format_value,
     parse_config_value,
 )
-from storage.files import write_atomically
+from kcoord.storage.files import write_atomically
 
 GROUP_CONFIG_FILE = "kcoord-group-configs.json"
 # Kafka's broker defaults for the group properties kcoord does not define (it

@@ -10,13 +10,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.groups.consumer_group import ConsumerGroup
-from broker.groups.group import Group
-from broker.groups.offsets import OffsetAndMetadata, OffsetStore
-from protocol import group_records as G
-from protocol.records import batch_header, batch_payload, key_values
-from storage.producer_load import marker_of
-from storage.producer_state import COMMIT
+from kcoord.broker.groups.consumer_group import ConsumerGroup
+from kcoord.broker.groups.group import Group
+from kcoord.broker.groups.offsets import OffsetAndMetadata, OffsetStore
+from kcoord.protocol import group_records as G
+from kcoord.protocol.records import batch_header, batch_payload, key_values
+from kcoord.storage.producer_load import marker_of
+from kcoord.storage.producer_state import COMMIT
 
 
 class TxnRecords:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 
 import structlog
 
-from broker.groups.common import (
+from kcoord.broker.groups.common import (
     CLASSIC,
     NEW_MEMBER_JOIN_TIMEOUT_MS,
     CoordinatorConfig,
@@ -28,11 +28,11 @@ from broker.groups.common import (
     map_write_error,
     sync_answer,
 )
-from broker.groups.group import Group, GroupState, Member
-from broker.runtime.outcome import Outcome, Write
-from protocol import group_records as G
-from protocol.errors import ErrorCode as E
-from protocol.wire import MAX_STRING_BYTES
+from kcoord.broker.groups.group import Group, GroupState, Member
+from kcoord.broker.runtime.outcome import Outcome, Write
+from kcoord.protocol import group_records as G
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.wire import MAX_STRING_BYTES
 
 log = structlog.get_logger("kcoord.groups")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 import uuid
 
-from broker.groups.consumer_group import (
+from kcoord.broker.groups.consumer_group import (
     Assignment,
     ClassicMetadata,
     ConsumerGroup,
@@ -22,9 +22,9 @@ from broker.groups.consumer_group import (
     MemberState,
     topic_partitions,
 )
-from broker.groups.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member
-from broker.groups.subscriptions import TopicImage
-from protocol import group_records as G
+from kcoord.broker.groups.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member
+from kcoord.broker.groups.subscriptions import TopicImage
+from kcoord.protocol import group_records as G
 
 # What a malformed embedded consumer protocol raises while it is read.
 MALFORMED = (ValueError, KeyError, IndexError, struct.error, UnicodeDecodeError)

@@ -16,20 +16,20 @@ import functools
 import itertools
 import structlog
 
-from broker.groups.common import (
+from kcoord.broker.groups.common import (
     CoordinatorConfig,
     chunked_writes,
     java_length,
     java_long,
     map_write_error,
 )
-from broker.groups.consumer_group import ConsumerGroup
-from broker.groups.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState
-from broker.groups.membership import GroupMetadataManager
-from broker.groups.offsets import OffsetAndMetadata, OffsetStore
-from broker.runtime.outcome import Outcome, Write
-from protocol import group_records as G
-from protocol.errors import ErrorCode as E
+from kcoord.broker.groups.consumer_group import ConsumerGroup
+from kcoord.broker.groups.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState
+from kcoord.broker.groups.membership import GroupMetadataManager
+from kcoord.broker.groups.offsets import OffsetAndMetadata, OffsetStore
+from kcoord.broker.runtime.outcome import Outcome, Write
+from kcoord.protocol import group_records as G
+from kcoord.protocol.errors import ErrorCode as E
 
 log = structlog.get_logger("kcoord.groups")
 

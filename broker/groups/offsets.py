@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocol import group_records as G
+from kcoord.protocol import group_records as G
 
 
 @dataclass(frozen=True, slots=True)

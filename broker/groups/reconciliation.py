@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from broker.groups.consumer_group import Assignment, ConsumerMember, MemberState
+from kcoord.broker.groups.consumer_group import Assignment, ConsumerMember, MemberState
 
 
 class FencedMember(Exception):

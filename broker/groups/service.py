@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.groups.common import CoordinatorConfig, JoinRequest
-from broker.groups.coordinator import GroupCoordinator
-from broker.groups.group import Group
-from broker.groups.loader import load_partition
-from broker.groups.placement import coordinator_partition
-from broker.runtime.outcome import Outcome
-from broker.runtime.runtime import ADAPTIVE_LINGER, CoordinatorRuntime
-from protocol.errors import ErrorCode
-from storage.layout import OFFSETS_TOPIC
+from kcoord.broker.groups.common import CoordinatorConfig, JoinRequest
+from kcoord.broker.groups.coordinator import GroupCoordinator
+from kcoord.broker.groups.group import Group
+from kcoord.broker.groups.loader import load_partition
+from kcoord.broker.groups.placement import coordinator_partition
+from kcoord.broker.runtime.outcome import Outcome
+from kcoord.broker.runtime.runtime import ADAPTIVE_LINGER, CoordinatorRuntime
+from kcoord.protocol.errors import ErrorCode
+from kcoord.storage.layout import OFFSETS_TOPIC
 
 PLACEMENT_CACHE = 100_000  # group ids whose partition is remembered
 

@@ -14,7 +14,7 @@ from typing import Protocol
 import re2
 import xxhash
 
-from protocol.errors import ErrorCode as E
+from kcoord.protocol.errors import ErrorCode as E
 
 
 class InvalidRegex(Exception):

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.errors import ErrorCode
+from kcoord.protocol.errors import ErrorCode
 
 
 @dataclass

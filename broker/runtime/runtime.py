@@ -40,14 +40,14 @@ from typing import Any, Protocol
 
 import structlog
 
-from broker.runtime.outcome import Outcome, Write
-from broker.runtime.timers import Deadlines, ShardTimers, WallClock
-from broker.topics.data import LEADER_EPOCH
-from protocol.errors import ErrorCode
-from protocol.records import Record, build_batch
-from storage.errors import CorruptLogError, StorageError
-from storage.validator import AppendOrigin
-from storage.layout import segment_name
+from kcoord.broker.runtime.outcome import Outcome, Write
+from kcoord.broker.runtime.timers import Deadlines, ShardTimers, WallClock
+from kcoord.broker.topics.data import LEADER_EPOCH
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import Record, build_batch
+from kcoord.storage.errors import CorruptLogError, StorageError
+from kcoord.storage.validator import AppendOrigin
+from kcoord.storage.layout import segment_name
 
 # Answers completed in one turn of the event loop; each costs its connection
 # about 30-50 us to encode and send once woken.

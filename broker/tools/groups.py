@@ -17,9 +17,9 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from protocol.client import WireClient
-from protocol.errors import ErrorCode
-from protocol.group_records import consumer_assignment
+from kcoord.protocol.client import WireClient
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.group_records import consumer_assignment
 
 MISSING = "-"
 ACTIONS = ("list", "describe", "delete", "reset-offsets", "delete-offsets")

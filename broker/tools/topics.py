@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from protocol.client import WireClient
-from protocol.errors import ErrorCode
+from kcoord.protocol.client import WireClient
+from kcoord.protocol.errors import ErrorCode
 
 ACTIONS = ("list", "describe", "create", "alter", "delete")
 TOPIC_RESOURCE = 2

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import structlog
 
-from storage.layout import OFFSETS_TOPIC
-from protocol.errors import ErrorCode
-from storage.files import write_atomically
-from storage.log import PartitionLog
+from kcoord.storage.layout import OFFSETS_TOPIC
+from kcoord.protocol.errors import ErrorCode
+from kcoord.storage.files import write_atomically
+from kcoord.storage.log import PartitionLog
 
 log = structlog.get_logger("kcoord.data")
 

@@ -21,17 +21,17 @@ from typing import Any
 
 import structlog
 
-from broker.config import (
+from kcoord.broker.config import (
     TOPIC_CONFIGS,
     BrokerConfig,
     format_value,
     validate_topic_config,
 )
-from broker.topics.store import TopicStore
-from protocol.errors import ErrorCode
-from storage.config import LogConfig
-from storage.manager import LogManager
-from storage.layout import INTERNAL_TOPICS, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from kcoord.broker.topics.store import TopicStore
+from kcoord.protocol.errors import ErrorCode
+from kcoord.storage.config import LogConfig
+from kcoord.storage.manager import LogManager
+from kcoord.storage.layout import INTERNAL_TOPICS, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 log = structlog.get_logger("kcoord.topics")
 

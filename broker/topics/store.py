@@ -26,7 +26,7 @@ from typing import Iterable
 
 import structlog
 
-from storage.files import fsync_dir, write_atomically
+from kcoord.storage.files import fsync_dir, write_atomically
 
 log = structlog.get_logger("kcoord.topics")
 

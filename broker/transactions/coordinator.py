@@ -27,8 +27,8 @@ from dataclasses import dataclass, replace
 
 import structlog
 
-from broker.runtime.outcome import Outcome, Write
-from broker.transactions.metadata import (
+from kcoord.broker.runtime.outcome import Outcome, Write
+from kcoord.broker.transactions.metadata import (
     COMPLETE,
     EXHAUSTED_EPOCH,
     NO_EPOCH,
@@ -37,8 +37,8 @@ from broker.transactions.metadata import (
     TxnMetadata,
     TxnState,
 )
-from protocol import txn_records
-from protocol.errors import ErrorCode
+from kcoord.protocol import txn_records
+from kcoord.protocol.errors import ErrorCode
 
 log = structlog.get_logger("kcoord.transactions")
 _SWEEP_TIMEOUTS = ("sweep", "timeouts")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from protocol.txn_records import TransactionState
+from kcoord.protocol.txn_records import TransactionState
 
 NO_PRODUCER_ID = -1
 NO_EPOCH = -1

@@ -15,21 +15,21 @@ import asyncio
 
 import structlog
 
-from broker.groups.coordinator import GroupCoordinator
-from broker.groups.loader import plain_records
-from broker.groups.placement import coordinator_partition
-from broker.runtime.runtime import ADAPTIVE_LINGER, CoordinatorRuntime
-from broker.topics.data import LEADER_EPOCH
-from broker.transactions.coordinator import (
+from kcoord.broker.groups.coordinator import GroupCoordinator
+from kcoord.broker.groups.loader import plain_records
+from kcoord.broker.groups.placement import coordinator_partition
+from kcoord.broker.runtime.runtime import ADAPTIVE_LINGER, CoordinatorRuntime
+from kcoord.broker.topics.data import LEADER_EPOCH
+from kcoord.broker.transactions.coordinator import (
     MarkerJob,
     TransactionShard,
     TxnConfig,
     replay,
 )
-from broker.transactions.metadata import EXHAUSTED_EPOCH, NO_PRODUCER_ID
-from protocol.errors import ErrorCode
-from storage.errors import StorageError
-from storage.layout import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from kcoord.broker.transactions.metadata import EXHAUSTED_EPOCH, NO_PRODUCER_ID
+from kcoord.protocol.errors import ErrorCode
+from kcoord.storage.errors import StorageError
+from kcoord.storage.layout import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 log = structlog.get_logger("kcoord.transactions")
 

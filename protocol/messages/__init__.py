@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from protocol.schema import Api
+from kcoord.protocol.schema import Api
 
 
 def _collect() -> dict[int, Api]:

@@ -8,7 +8,7 @@ Version notes:
   TRANSACTION_ABORTABLE); v3 is the first flexible version.
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 ADD_OFFSETS_TO_TXN = Api(
     key=25,

@@ -10,7 +10,7 @@ Version notes:
 - v5 changes nothing on the wire (TRANSACTION_ABORTABLE).
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 _TOPIC = S(
     F("name", "string"),

@@ -6,7 +6,7 @@ ones listed; IncrementalAlterConfigs changes the named ones only, each by
 its operation: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT (list configs only).
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 _RESPONSE = S(
     F("throttle_time_ms", "int32"),

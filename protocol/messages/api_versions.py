@@ -3,7 +3,7 @@
 v5 (KIP-1242) lets a client name the cluster and the node it means to reach.
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 API_VERSIONS = Api(
     key=18,

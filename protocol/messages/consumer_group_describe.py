@@ -7,7 +7,7 @@ Version notes:
 - v1 adds each member's type (0 classic, 1 consumer; -1 unknown).
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 _ASSIGNMENT = S(
     F("topic_partitions", [S(

@@ -11,7 +11,7 @@ Version notes:
   subscription may be a regular expression (``subscribed_topic_regex``).
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 _TOPIC_PARTITIONS = S(
     F("topic_id", "uuid"),

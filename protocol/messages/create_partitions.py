@@ -5,7 +5,7 @@ form; v3 changes nothing on the wire.  ``assignments`` (null: the broker
 places the new partitions) lists the replicas of each new partition.
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 CREATE_PARTITIONS = Api(
     key=37,

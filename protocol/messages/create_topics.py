@@ -10,7 +10,7 @@ Version notes:
 - v7 answers with the topic id.
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 CREATE_TOPICS = Api(
     key=19,

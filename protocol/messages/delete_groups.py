@@ -5,7 +5,7 @@ Version notes:
 - v3 adds a message per group (null where Kafka 4.4's coordinator gives none).
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 DELETE_GROUPS = Api(
     key=42,

@@ -7,7 +7,7 @@ Version notes:
 - v1 only changes behaviour; v2 is the first flexible version.
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 DELETE_RECORDS = Api(
     key=21,

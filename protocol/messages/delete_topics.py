@@ -7,7 +7,7 @@ Version notes:
   the answer, with a null name for a topic unknown by id.
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 DELETE_TOPICS = Api(
     key=20,

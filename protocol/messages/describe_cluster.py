@@ -7,7 +7,7 @@ Version notes:
   ``is_fenced`` to the answer (KIP-1073).
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 DESCRIBE_CLUSTER = Api(
     key=60,

@@ -8,7 +8,7 @@ Version notes:
   documentation.
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 DESCRIBE_CONFIGS = Api(
     key=32,

@@ -8,7 +8,7 @@ Version notes:
   (KIP-1043) where earlier versions answer the Dead state.
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 DESCRIBE_GROUPS = Api(
     key=15,

@@ -5,7 +5,7 @@ usable bytes; v5 whether a directory is cordoned.  ``topics`` null asks for
 every partition.
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 DESCRIBE_LOG_DIRS = Api(
     key=35,

@@ -2,7 +2,7 @@
 remembers (idempotent and transactional), as ``kafka-transactions
 describe-producers`` lists them."""
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 DESCRIBE_PRODUCERS = Api(
     key=61,

@@ -10,7 +10,7 @@ Version notes:
   nullable arrays.
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 
 def _cursor() -> S:

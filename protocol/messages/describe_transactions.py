@@ -3,7 +3,7 @@ transactional ids as their coordinator knows it (``kafka-transactions
 describe``). ``transaction_state`` is the state's name (``Ongoing``,
 ``CompleteCommit``, ...); ``topics`` lists the partitions in the transaction."""
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 DESCRIBE_TRANSACTIONS = Api(
     key=65,

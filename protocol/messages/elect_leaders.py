@@ -4,7 +4,7 @@ Version notes: v1 adds the election type (0 preferred, 1 unclean) and a
 top-level error code.  ``topic_partitions`` null asks for every partition.
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 ELECT_LEADERS = Api(
     key=43,

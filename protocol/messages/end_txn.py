@@ -9,7 +9,7 @@ Version notes:
   answer carries the producer id and epoch to use next (-1/-1 by default).
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 END_TXN = Api(
     key=26,

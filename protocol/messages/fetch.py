@@ -14,7 +14,7 @@ Version notes:
 - ``records`` is passed through as raw bytes.
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 FETCH = Api(
     key=1,

@@ -8,7 +8,7 @@ Version notes:
 - v5 and v6 change nothing on the wire (new error codes, share groups).
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 FIND_COORDINATOR = Api(
     key=10,

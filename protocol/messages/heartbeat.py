@@ -5,7 +5,7 @@ Version notes:
 - v3 adds static membership (``group_instance_id``).
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 HEARTBEAT = Api(
     key=12,

@@ -11,7 +11,7 @@ Version notes:
   ``ongoing_txn_producer_epoch`` (-1/-1 when there is none).
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 INIT_PRODUCER_ID = Api(
     key=22,

@@ -9,7 +9,7 @@ Version notes:
 - v8 adds the join ``reason``; v9 ``skip_assignment`` in the answer.
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 JOIN_GROUP = Api(
     key=11,

@@ -7,7 +7,7 @@ Version notes:
 - v5 adds a per-member leave ``reason``.
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 LEAVE_GROUP = Api(
     key=13,

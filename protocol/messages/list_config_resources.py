@@ -5,7 +5,7 @@ metrics resources only; v1 (KIP-1142) asks for ``resource_types`` (none: every
 type the broker lists) and answers each resource's type.
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 LIST_CONFIG_RESOURCES = Api(
     key=74,

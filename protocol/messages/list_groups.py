@@ -6,7 +6,7 @@ Version notes:
   ``types_filter`` and answers each group's type (classic or consumer).
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 LIST_GROUPS = Api(
     key=16,

@@ -9,7 +9,7 @@ Version notes:
   (earliest pending upload).
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 LIST_OFFSETS = Api(
     key=2,

@@ -8,7 +8,7 @@ Version notes:
   no filter; KIP-1152).
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 LIST_TRANSACTIONS = Api(
     key=66,

@@ -14,7 +14,7 @@ Version notes:
 - v13 adds a top-level ``error_code`` (KIP-1102).
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 METADATA = Api(
     key=3,

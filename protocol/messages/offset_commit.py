@@ -11,7 +11,7 @@ Version notes:
 - v10 names topics by id instead of name (KIP-848).
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 OFFSET_COMMIT = Api(
     key=8,

@@ -1,7 +1,7 @@
 """OffsetDelete (key 47): version 0 only, never flexible.
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 OFFSET_DELETE = Api(
     key=47,

@@ -10,7 +10,7 @@ Version notes:
 - v10 names topics by id instead of name (KIP-848).
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 OFFSET_FETCH = Api(
     key=9,

@@ -5,7 +5,7 @@ Version notes:
   and the throttle time; v3 the requesting ``replica_id`` (-1 for consumers).
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 OFFSET_FOR_LEADER_EPOCH = Api(
     key=23,

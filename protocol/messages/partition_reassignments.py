@@ -6,7 +6,7 @@ partition's ``replicas`` null cancels its reassignment; ListPartitionReassignmen
 with ``topics`` null lists every ongoing one.
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 ALTER_PARTITION_REASSIGNMENTS = Api(
     key=45,

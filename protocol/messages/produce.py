@@ -14,7 +14,7 @@ The generated codec serves it (``protocol.generated``): it reads ``records`` as
 a view of the frame, so a batch is not copied between the socket and the log.
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 PRODUCE = Api(
     key=0,

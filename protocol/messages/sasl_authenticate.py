@@ -4,7 +4,7 @@ Version notes:
 - v1 answers ``session_lifetime_ms`` (0: no re-authentication needed).
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 SASL_AUTHENTICATE = Api(
     key=36,

@@ -5,7 +5,7 @@ Version notes:
   SaslAuthenticate requests.
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 SASL_HANDSHAKE = Api(
     key=17,

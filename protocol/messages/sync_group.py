@@ -7,7 +7,7 @@ Version notes:
   and the members can check them.
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 SYNC_GROUP = Api(
     key=14,

@@ -14,7 +14,7 @@ Version notes:
 - v6 names topics by id instead of name (KIP-1319).
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 TXN_OFFSET_COMMIT = Api(
     key=28,

@@ -10,7 +10,7 @@ Version notes:
   protocol, 2 transactions v2; KIP-1228).
 """
 
-from protocol.schema import F, S, Api
+from kcoord.protocol.schema import F, S, Api
 
 WRITE_TXN_MARKERS = Api(
     key=27,

@@ -19,7 +19,7 @@ batches) and ``legacy`` (magic 0 and 1); this module is their interface.
 
 from __future__ import annotations
 
-from protocol.records.format import (
+from kcoord.protocol.records.format import (
     BATCH_HEADER,
     BatchHeader,
     COMPILED,
@@ -58,14 +58,14 @@ from protocol.records.format import (
     set_partition_leader_epoch,
     validate_batch,
 )
-from protocol.records.decode import (
+from kcoord.protocol.records.decode import (
     batch_payload,
     decode_batch,
     decode_records_fast,
     key_values,
     walk_records,
 )
-from protocol.records.build import (
+from kcoord.protocol.records.build import (
     assemble_batch,
     build_batch,
     build_control_batch,
@@ -74,7 +74,7 @@ from protocol.records.build import (
     empty_batch,
     encode_records,
 )
-from protocol.records.legacy import (
+from kcoord.protocol.records.legacy import (
     build_legacy,
     decode_legacy_entry,
     decode_record_set,

@@ -8,8 +8,8 @@ import struct
 from typing import Sequence
 
 
-from protocol import compression, wire
-from protocol.records.format import (
+from kcoord.protocol import compression, wire
+from kcoord.protocol.records.format import (
     BATCH_HEADER,
     COMPRESSION_MASK,
     CONTROL_FLAG,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import io as _io
 
 
-from protocol import compression, wire
-from protocol.records.format import (
+from kcoord.protocol import compression, wire
+from kcoord.protocol.records.format import (
     CorruptRecordError,
     LOG_APPEND_TIME,
     RECORD_BATCH_OVERHEAD,

@@ -17,8 +17,8 @@ from typing import Iterator, NamedTuple
 
 from construct import Int8sb, Int16sb, Int32sb, Int32ub, Int64sb
 
-from protocol import compression
-from protocol.types import KArray, KBytes, KStruct, VarBytes, VarInt, VarLong, VarString
+from kcoord.protocol import compression
+from kcoord.protocol.types import KArray, KBytes, KStruct, VarBytes, VarInt, VarLong, VarString
 
 import google_crc32c
 

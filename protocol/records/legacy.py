@@ -7,15 +7,15 @@ import zlib
 from typing import Iterator, Sequence
 
 
-from protocol import compression
-from protocol.records.build import (
+from kcoord.protocol import compression
+from kcoord.protocol.records.build import (
     build_batch,
 )
-from protocol.compression import lz4_compress_broken_checksum, lz4_decompress_any_checksum
-from protocol.records.decode import (
+from kcoord.protocol.compression import lz4_compress_broken_checksum, lz4_decompress_any_checksum
+from kcoord.protocol.records.decode import (
     decode_batch,
 )
-from protocol.records.format import (
+from kcoord.protocol.records.format import (
     COMPRESSION_MASK,
     CREATE_TIME,
     CorruptRecordError,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.client import WireClient
+from kcoord.protocol.client import WireClient
 
 
 @pytest.fixture

@@ -8,13 +8,13 @@ import itertools
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
-from broker.groups.common import CoordinatorConfig, JoinRequest
-from broker.groups.consumer_membership import HeartbeatRequest
-from broker.groups.coordinator import GroupCoordinator
-from broker.runtime.outcome import Outcome
-from broker.groups.offsets import OffsetAndMetadata
-from broker.runtime.timers import ManualClock
-from protocol.errors import ErrorCode as E
+from kcoord.broker.groups.common import CoordinatorConfig, JoinRequest
+from kcoord.broker.groups.consumer_membership import HeartbeatRequest
+from kcoord.broker.groups.coordinator import GroupCoordinator
+from kcoord.broker.runtime.outcome import Outcome
+from kcoord.broker.groups.offsets import OffsetAndMetadata
+from kcoord.broker.runtime.timers import ManualClock
+from kcoord.protocol.errors import ErrorCode as E
 
 
 def subscription(*topics: str) -> bytes:

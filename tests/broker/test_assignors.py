@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.groups.assignors import (
+from kcoord.broker.groups.assignors import (
     ASSIGNORS,
     MemberSpec,
     PartitionAssignorError,

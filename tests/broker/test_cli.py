@@ -143,7 +143,7 @@ def test_node_id_mismatch_is_refused(tmp_path):
 
 def _run_cli(*args, cwd=REPO):
     import sys
-    return subprocess.run([sys.executable, "-m", "broker.cli", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "kcoord.broker.cli", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=30)
 
 
@@ -209,7 +209,7 @@ def test_an_advertised_port_other_than_the_one_listened_on_is_warned_about(tmp_p
 def test_a_data_dir_deleted_under_the_broker_stops_it_with_one_critical_line(tmp_path):
     import shutil
 
-    from protocol.client import WireClient
+    from kcoord.protocol.client import WireClient
 
     data = tmp_path / "data"
     node = BrokerProcess(data).start()
@@ -250,7 +250,7 @@ def test_the_start_logs_every_value_that_is_not_a_default_once(tmp_path):
 def test_at_debug_level_connections_and_requests_are_traced_and_no_field_is_empty(tmp_path):
     from kafka import KafkaConsumer
 
-    from protocol.client import WireClient
+    from kcoord.protocol.client import WireClient
 
     node = BrokerProcess(tmp_path, "--log-level", "debug").start()
     try:
@@ -279,7 +279,7 @@ def test_at_debug_level_connections_and_requests_are_traced_and_no_field_is_empt
 
 
 def test_serve_help_gives_examples_port_0_and_the_development_defaults():
-    from broker.config import DEV_DEFAULTS
+    from kcoord.broker.config import DEV_DEFAULTS
 
     result = _run_cli("serve", "--help")
     assert result.returncode == 0

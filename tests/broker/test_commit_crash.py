@@ -17,8 +17,8 @@ import random
 import threading
 import time
 
-from protocol.errors import ErrorCode
-from protocol.client import WireClient
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.client import WireClient
 from tests.support import BrokerProcess, create_topic_offline, kill_during
 
 ROUNDS = 3

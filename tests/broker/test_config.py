@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.config import DEV_DEFAULTS, BrokerConfig, parse_listener, read_properties
+from kcoord.broker.config import DEV_DEFAULTS, BrokerConfig, parse_listener, read_properties
 
 
 def test_development_defaults_and_kafka_defaults():
@@ -153,7 +153,7 @@ def test_a_malformed_unicode_escape_is_an_error_as_in_java(tmp_path):
 
 
 def test_kafka_variables_are_named_as_apache_kafka_s_image_names_them():
-    from broker.config import properties_from_env
+    from kcoord.broker.config import properties_from_env
     props = properties_from_env({
         "KAFKA_NUM_PARTITIONS": "3", "KAFKA_LOG_RETENTION_MS": "1000",
         "KAFKA_LISTENER_NAME_INTERNAL_SASL_ENABLED___MECHANISMS": "x",
@@ -169,7 +169,7 @@ def test_kafka_variables_are_named_as_apache_kafka_s_image_names_them():
 
 
 def test_consumer_group_protocol_settings_are_checked_as_kafka_checks_them():
-    from broker.config import assignor_names
+    from kcoord.broker.config import assignor_names
     config = BrokerConfig.build({"group.consumer.assignors": "range,uniform"}, warn=False)
     assert assignor_names(config["group.consumer.assignors"]) == ("range", "uniform")
     default = BrokerConfig.build({}, warn=False)

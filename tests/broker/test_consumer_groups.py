@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.groups.consumer_group import ConsumerGroup, MemberState
-from broker.groups.consumer_membership import StaticImage
-from broker.groups.loader import replay
-from protocol import group_records as G
-from protocol.errors import ErrorCode as E
+from kcoord.broker.groups.consumer_group import ConsumerGroup, MemberState
+from kcoord.broker.groups.consumer_membership import StaticImage
+from kcoord.broker.groups.loader import replay
+from kcoord.protocol import group_records as G
+from kcoord.protocol.errors import ErrorCode as E
 from tests.broker.group_harness import Harness
 
 T = uuid.UUID(int=0x1111)
@@ -684,7 +684,7 @@ def test_leaving_a_consumer_group_by_leavegroup_fences_a_wrong_static_member():
 
 
 def test_v0_member_ids_never_start_with_a_dash():
-    from broker.groups.consumer_membership import _new_member_id
+    from kcoord.broker.groups.consumer_membership import _new_member_id
     assert all(not _new_member_id().startswith("-") for _ in range(2_000))
 
 
@@ -910,7 +910,7 @@ def test_static_members_regexes_topics_and_failed_writes_keep_the_invariants(ops
 
 
 def test_the_metadata_hash_is_kafkas():
-    from broker.groups.consumer_membership import group_hash, topic_hash
+    from kcoord.broker.groups.consumer_membership import group_hash, topic_hash
     # values computed by Kafka 4.4's Utils.computeTopicHash / computeGroupHash
     bar = topic_hash(uuid.UUID(int=(5 << 64) | 7), "bar", 1)
     assert bar == -7744607824951862104

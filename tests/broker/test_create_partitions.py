@@ -12,10 +12,10 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from broker.testing import Kcoord
-from broker.topics.manager import TopicError
-from protocol.errors import ErrorCode as E
-from storage.layout import OFFSETS_TOPIC
+from kcoord.broker.testing import Kcoord
+from kcoord.broker.topics.manager import TopicError
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.storage.layout import OFFSETS_TOPIC
 from tests.support import BrokerProcess
 
 

@@ -10,14 +10,14 @@ import uuid
 
 import pytest
 
-from protocol import compression
-from protocol.errors import ErrorCode
-from protocol.messages.produce import PRODUCE
-from protocol.records import Record, build_batch, build_legacy, decode_record_set
-from protocol.headers import frame_request
+from kcoord.protocol import compression
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages.produce import PRODUCE
+from kcoord.protocol.records import Record, build_batch, build_legacy, decode_record_set
+from kcoord.protocol.headers import frame_request
 from tests.broker.wire_ops import create_topic as _create
 from tests.broker.wire_ops import produce as _produce
-from protocol.client import WireClient
+from kcoord.protocol.client import WireClient
 
 E = ErrorCode
 
@@ -354,7 +354,7 @@ def test_a_retry_after_a_restart_is_still_recognised(make_broker, tmp_path):
 def test_a_client_that_half_closes_ends_its_parked_fetch(broker, wire):
     """Kafka drops a connection whose client closed its side; kcoord answers the
     parked Fetch at once and closes, instead of holding it for max_wait_ms."""
-    from protocol.messages.fetch import FETCH
+    from kcoord.protocol.messages.fetch import FETCH
     _create(wire, "dp-half-closed")
     with WireClient.to(broker.bootstrap) as client:
         client.send_raw(frame_request(FETCH, 11, 1, "x", {
@@ -384,8 +384,8 @@ def _large_batch(size, **kw):
 
 @pytest.mark.parametrize("size", LARGE_SIZES)
 def test_large_batches_are_stored_as_sent_and_checked_alike(wire, size):
-    from broker.server import LARGE_FRAME, OFFLOAD_BYTES
-    from storage.log import VALIDATE_IN_THREAD_BYTES
+    from kcoord.broker.server import LARGE_FRAME, OFFLOAD_BYTES
+    from kcoord.storage.log import VALIDATE_IN_THREAD_BYTES
     assert LARGE_FRAME <= LARGE_SIZES[0] < VALIDATE_IN_THREAD_BYTES <= LARGE_SIZES[1] \
         < OFFLOAD_BYTES <= LARGE_SIZES[2]
     topic = f"dp-large-{size}"

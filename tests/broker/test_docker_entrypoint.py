@@ -37,7 +37,7 @@ def _free_port() -> int:
 
 def _healthcheck(port: int, timeout: float = 2.0) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "broker.healthcheck", "--host", "127.0.0.1", "--port", str(port),
+        [sys.executable, "-m", "kcoord.broker.healthcheck", "--host", "127.0.0.1", "--port", str(port),
          "--timeout", str(timeout)],
         cwd=REPO, capture_output=True, text=True, timeout=30,
     )
@@ -154,7 +154,7 @@ def test_healthcheck_fails_against_something_that_is_not_kafka(tmp_path):
         server.listen()
         port = server.getsockname()[1]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "broker.healthcheck", "--port", str(port), "--timeout", "5"],
+            [sys.executable, "-m", "kcoord.broker.healthcheck", "--port", str(port), "--timeout", "5"],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         conn, _ = server.accept()
         conn.recv(1024)
@@ -188,7 +188,7 @@ def test_dockerfile_runs_the_tested_entrypoint_and_healthcheck():
     assert "docker/entrypoint.sh" in last["ENTRYPOINT"]
     copies = [args for word, args in instructions if word == "COPY"]
     assert any("docker/entrypoint.sh" in args for args in copies)
-    assert "python -m broker.healthcheck" in last["HEALTHCHECK"]
+    assert "python -m kcoord.broker.healthcheck" in last["HEALTHCHECK"]
     assert "pip install ." in last["RUN"] or any(
         "pip install ." in args for word, args in instructions if word == "RUN")
     assert "/var/lib/kcoord" in last["VOLUME"]

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from broker.embedded import EmbeddedBroker
-from broker.testing import KafkaError, Kcoord
-from protocol.errors import ErrorCode as E
+from kcoord.broker.embedded import EmbeddedBroker
+from kcoord.broker.testing import KafkaError, Kcoord
+from kcoord.protocol.errors import ErrorCode as E
 
 
 @pytest.mark.parametrize("process", [False, True], ids=["in-process", "child-process"])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from broker.runtime.timers import ManualClock
-from broker.topics.fetch_sessions import INT32_MAX, FetchSessionCache, next_epoch
+from kcoord.broker.runtime.timers import ManualClock
+from kcoord.broker.topics.fetch_sessions import INT32_MAX, FetchSessionCache, next_epoch
 
 
 def test_epochs_start_at_one_and_wrap_to_one():

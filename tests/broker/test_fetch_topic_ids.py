@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from protocol.errors import ErrorCode
-from protocol.records import Record, build_batch, decode_record_set
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import Record, build_batch, decode_record_set
 from tests.broker.wire_ops import create_topic
 
 E = ErrorCode

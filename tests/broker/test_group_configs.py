@@ -7,12 +7,12 @@ Kafka answers for them is compared in
 
 from __future__ import annotations
 
-from broker.config import BrokerConfig
+from kcoord.broker.config import BrokerConfig
 import pytest
 
-from broker.groups.group_configs import ConfigFile, GroupConfigError, check, effective
-from protocol.client import WireClient
-from protocol.errors import ErrorCode as E
+from kcoord.broker.groups.group_configs import ConfigFile, GroupConfigError, check, effective
+from kcoord.protocol.client import WireClient
+from kcoord.protocol.errors import ErrorCode as E
 from tests.broker.test_consumer_groups import group, harness
 from tests.support import BrokerProcess, BrokerThread
 
@@ -223,7 +223,7 @@ def test_settings_without_a_broker_property_fall_back_to_kafka_s_defaults(tmp_pa
 def test_stored_configs_that_no_longer_parse_leave_the_broker_s_values(tmp_path):
     """A value a kcoord once kept that this one refuses (hand-edited, or a rule
     tightened since): the broker starts, and the static value applies."""
-    from broker.app import BROKER_CONFIG_FILE
+    from kcoord.broker.app import BROKER_CONFIG_FILE
 
     ConfigFile(tmp_path).save({"g": {"consumer.session.timeout.ms": "soon"}})
     ConfigFile(tmp_path, BROKER_CONFIG_FILE).save({

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from broker.groups.common import NEW_MEMBER_JOIN_TIMEOUT_MS
-from broker.groups.group import GroupState as S
-from protocol import group_records as G
-from protocol.errors import ErrorCode as E
+from kcoord.broker.groups.common import NEW_MEMBER_JOIN_TIMEOUT_MS
+from kcoord.broker.groups.group import GroupState as S
+from kcoord.protocol import group_records as G
+from kcoord.protocol.errors import ErrorCode as E
 from tests.broker.group_harness import Harness, subscription
 
 
@@ -711,12 +711,12 @@ def test_a_commit_in_flight_does_not_bring_back_an_offset_deleted_meanwhile():
     assert h.answer(deleted) == (E.NONE, {("t", 0): E.NONE})
     assert h.core.fetch_offsets("g", None) == (E.NONE, [])
     # The log agrees: the tombstone came after the commit.
-    from broker.groups.loader import replay
+    from kcoord.broker.groups.loader import replay
     assert replay(h.durable).offsets == {}
 
 
 def test_offset_keys_of_version_0_and_1_are_one_key_when_replayed():
-    from broker.groups.loader import replay
+    from kcoord.broker.groups.loader import replay
     v1 = G.offset_commit_key("g", "t", 0)
     v0 = b"\x00\x00" + v1[2:]
     assert replay([(v0, G.offset_commit_value(3, "", 1)), (v1, None)]).offsets == {}
@@ -836,7 +836,7 @@ def test_subscriptions_are_those_of_the_current_generation(h):
 
 
 def test_large_deletions_are_written_in_batches_under_the_size_limit(h):
-    from broker.groups.common import WRITE_CHUNK_BYTES
+    from kcoord.broker.groups.common import WRITE_CHUNK_BYTES
     partitions = {("gone", p): (1, "") for p in range(30_000)}
     h.commit("g", partitions)
     h.settle()
@@ -846,7 +846,7 @@ def test_large_deletions_are_written_in_batches_under_the_size_limit(h):
         assert sum(len(k) + 24 for k, _v in write.records) <= WRITE_CHUNK_BYTES
     h.settle()
     assert h.core.fetch_offsets("g", None) == (E.NONE, [])
-    from broker.groups.loader import replay
+    from kcoord.broker.groups.loader import replay
     assert replay(h.durable).offsets == {}
 
 
@@ -914,7 +914,7 @@ def test_a_join_error_answer_has_kafka_s_shape(h):
 
 
 def test_replay_counts_what_it_read_and_skipped():
-    from broker.groups.loader import replay
+    from kcoord.broker.groups.loader import replay
     records = [(G.offset_commit_key("g", "t", p), G.offset_commit_value(p, "", 1))
                for p in range(3)]
     records.insert(1, (b"\x00\x0a\x00\x01g\x00\x01m", b"\x00\x00"))  # a share-group record type

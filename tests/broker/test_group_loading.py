@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
-from broker.groups import service
-from broker.groups.placement import coordinator_partition
-from protocol.client import WireClient
+from kcoord.broker.groups import service
+from kcoord.broker.groups.placement import coordinator_partition
+from kcoord.protocol.client import WireClient
 
 SUB = b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff"
 
@@ -89,8 +89,8 @@ def test_groups_of_a_loading_partition_wait_and_the_rest_are_served(make_broker,
 
 @pytest.mark.parametrize("garbage", [b"\x00\x01\xff", b"\x00\x02"])
 def test_an_unreadable_record_costs_itself_not_its_partition(garbage):
-    from protocol import group_records as G
-    from broker.groups.loader import replay
+    from kcoord.protocol import group_records as G
+    from kcoord.broker.groups.loader import replay
     good = (G.offset_commit_key("g", "t", 0), G.offset_commit_value(7, "", 1))
     loaded = replay([(garbage, b"\x00\x03junk"), good])
     assert loaded.unreadable == 1
@@ -101,12 +101,12 @@ def test_compaction_keeps_the_offsets_store_small_and_replays_the_same(tmp_path)
     """A commit storm on few keys: compacting ``__consumer_offsets`` keeps one record
     per key (tombstones too, for ``delete.retention.ms``), and replaying the
     compacted log gives the same groups and offsets as the whole log."""
-    from broker.groups.loader import load_partition, offsets_records
-    from protocol import group_records as G
-    from protocol.records import Record, build_batch
-    from storage.config import LogConfig
-    from storage.log import PartitionLog
-    from storage.validator import AppendOrigin
+    from kcoord.broker.groups.loader import load_partition, offsets_records
+    from kcoord.protocol import group_records as G
+    from kcoord.protocol.records import Record, build_batch
+    from kcoord.storage.config import LogConfig
+    from kcoord.storage.log import PartitionLog
+    from kcoord.storage.validator import AppendOrigin
 
     log = PartitionLog(str(tmp_path / "__consumer_offsets-0"),
                        LogConfig(segment_bytes=16_384, cleanup_policy="compact"))

@@ -10,8 +10,8 @@ import logging
 import pytest
 import structlog
 
-from broker.groups.group import GroupState as S
-from protocol.errors import ErrorCode as E
+from kcoord.broker.groups.group import GroupState as S
+from kcoord.protocol.errors import ErrorCode as E
 from tests.broker.group_harness import Harness
 
 MEMBER_EVENTS = {"group.member_id_required", "group.member_joined", "group.member_rejoined",
@@ -231,7 +231,7 @@ def test_expired_offsets_and_the_deleted_group_say_why(logs):
 
 
 def _assignment(partitions: dict) -> bytes:
-    from protocol.group_records import CONSUMER_PROTOCOL_ASSIGNMENT, _encode
+    from kcoord.protocol.group_records import CONSUMER_PROTOCOL_ASSIGNMENT, _encode
     return _encode(CONSUMER_PROTOCOL_ASSIGNMENT, 0, {
         "assigned_partitions": [{"topic": t, "partitions": p} for t, p in partitions.items()],
         "user_data": None})
@@ -265,7 +265,7 @@ def test_an_assignment_not_in_the_consumer_protocol_is_told_by_its_size(logs):
 
 
 def test_a_large_group_s_assignment_is_counted_not_listed(logs):
-    from broker.groups.membership import LOGGED_ASSIGNMENTS
+    from kcoord.broker.groups.membership import LOGGED_ASSIGNMENTS
     h = Harness(initial_rebalance_delay_ms=100)
     members = [h.join_new("g", session=30_000)[0] for _ in range(LOGGED_ASSIGNMENTS + 1)]
     h.advance(100)  # each new member extended the initial delay: once more

@@ -15,12 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.groups.consumer_group import ConsumerGroup, MemberState
-from broker.groups.consumer_membership import StaticImage
-from broker.groups.group import Group, GroupState
-from broker.groups.loader import replay
-from protocol import group_records as G
-from protocol.errors import ErrorCode as E
+from kcoord.broker.groups.consumer_group import ConsumerGroup, MemberState
+from kcoord.broker.groups.consumer_membership import StaticImage
+from kcoord.broker.groups.group import Group, GroupState
+from kcoord.broker.groups.loader import replay
+from kcoord.protocol import group_records as G
+from kcoord.protocol.errors import ErrorCode as E
 from tests.broker.group_harness import Harness
 
 T = uuid.UUID(int=0x1111)

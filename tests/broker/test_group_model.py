@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
-from broker.groups.group import Group, GroupState, IllegalTransition, Member
-from protocol import group_records as G
+from kcoord.broker.groups.group import Group, GroupState, IllegalTransition, Member
+from kcoord.protocol import group_records as G
 
 S = GroupState
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.groups.offsets import OffsetAndMetadata, OffsetStore
-from protocol import group_records as G
+from kcoord.broker.groups.offsets import OffsetAndMetadata, OffsetStore
+from kcoord.protocol import group_records as G
 
 GROUPS = st.sampled_from(["g1", "g2", "\u00e9t\u00e9"])
 PARTITIONS = st.tuples(st.sampled_from(["orders", "pay"]), st.integers(0, 3))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.groups.placement import coordinator_partition, java_string_hashcode
+from kcoord.broker.groups.placement import coordinator_partition, java_string_hashcode
 
 VECTORS = [
     ("", 0, 0),

@@ -42,12 +42,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.groups.common import JoinRequest
-from broker.groups.group import GroupState as S
-from broker.groups.loader import replay
-from broker.groups.offsets import OffsetAndMetadata
-from protocol import group_records as G
-from protocol.errors import ErrorCode as E
+from kcoord.broker.groups.common import JoinRequest
+from kcoord.broker.groups.group import GroupState as S
+from kcoord.broker.groups.loader import replay
+from kcoord.broker.groups.offsets import OffsetAndMetadata
+from kcoord.protocol import group_records as G
+from kcoord.protocol.errors import ErrorCode as E
 from tests.broker.group_harness import Harness, subscription
 
 GROUPS = ("g1", "g2")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from broker.listener import ACCEPTS_PER_TURN, Listener
+from kcoord.broker.listener import ACCEPTS_PER_TURN, Listener
 
 
 class Echo(asyncio.Protocol):

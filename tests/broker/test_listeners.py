@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from broker.config import BrokerConfig
-from protocol.client import WireClient
+from kcoord.broker.config import BrokerConfig
+from kcoord.protocol.client import WireClient
 
 TWO = {"listeners": "PLAINTEXT://127.0.0.1:0,HOST://127.0.0.1:0",
        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,HOST:PLAINTEXT",
@@ -91,7 +91,7 @@ def test_listener_names_are_case_insensitive_and_the_flags_set_the_first():
                                                                    "HOST:PLAINTEXT"})
     assert [s.name for s in config.listeners] == ["PLAINTEXT", "HOST"]
     assert config.advertised_for("HOST") == ("127.0.0.1", 2)
-    from broker.cli import _parser, build_config
+    from kcoord.broker.cli import _parser, build_config
     args = _parser().parse_args(["serve", "--config", "/dev/null", "--port", "7",
                                  "--advertised-host", "outside", "--override",
                                  "listeners=PLAINTEXT://127.0.0.1:1,HOST://127.0.0.1:2",

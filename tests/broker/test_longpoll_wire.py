@@ -8,11 +8,11 @@ from __future__ import annotations
 import threading
 import time
 
-from broker.groups.placement import coordinator_partition
-from protocol.records import Record, build_batch, decode_record_set
+from kcoord.broker.groups.placement import coordinator_partition
+from kcoord.protocol.records import Record, build_batch, decode_record_set
 from tests.broker.wire_ops import create_topic as _create
 from tests.broker.wire_ops import produce
-from protocol.client import WireClient
+from kcoord.protocol.client import WireClient
 
 OFFSETS = "__consumer_offsets"
 

@@ -11,11 +11,11 @@ import sys
 
 import pytest
 
-from broker.memory import keep_freed_memory
+from kcoord.broker.memory import keep_freed_memory
 
 CHILD = r"""
 import collections, sys
-from broker.memory import keep_freed_memory
+from kcoord.broker.memory import keep_freed_memory
 if sys.argv[1] == "keep":
     assert keep_freed_memory()
 def minor_faults():
@@ -94,7 +94,7 @@ class FakeGC:
 
 
 def _policy(oldest=1000, installed=True):
-    from broker.memory import FullCollections
+    from kcoord.broker.memory import FullCollections
     clock = {"now": 100.0, "active": 100.0, "busy": False}
     fake = FakeGC(oldest)
     policy = FullCollections(lambda: clock["active"], busy=lambda: clock["busy"],
@@ -108,7 +108,7 @@ INCREMENTAL = sys.version_info >= (3, 14)
 
 
 def test_a_due_full_collection_waits_for_a_moment_without_requests():
-    from broker.memory import IDLE_S, YOUNGER_COLLECTIONS
+    from kcoord.broker.memory import IDLE_S, YOUNGER_COLLECTIONS
     policy, fake, clock = _policy()
     fake.oldest = 1300  # 30% more objects in the oldest generation: due by CPython's rule
     fake.younger = YOUNGER_COLLECTIONS  # ...but not yet by its count of younger collections
@@ -124,7 +124,7 @@ def test_a_due_full_collection_waits_for_a_moment_without_requests():
 
 
 def test_a_broker_never_idle_still_collects_once_the_collection_is_long_due():
-    from broker.memory import MAX_DEFER_S
+    from kcoord.broker.memory import MAX_DEFER_S
     policy, fake, clock = _policy()
     fake.oldest, fake.younger = 2000, 50
     became_due = clock["now"]
@@ -138,7 +138,7 @@ def test_a_broker_never_idle_still_collects_once_the_collection_is_long_due():
 
 
 def test_growth_under_a_quarter_is_not_collected_nor_counted_again_at_once():
-    from broker.memory import YOUNGER_COLLECTIONS
+    from kcoord.broker.memory import YOUNGER_COLLECTIONS
     policy, fake, clock = _policy()
     fake.oldest, fake.younger = 1200, YOUNGER_COLLECTIONS + 1  # 20% more: not due
     clock["now"] += 10  # idle
@@ -161,7 +161,7 @@ def test_a_connection_still_serving_a_request_is_not_paused():
 
 
 def test_a_full_collection_run_elsewhere_becomes_the_new_starting_point():
-    from broker.memory import YOUNGER_COLLECTIONS
+    from kcoord.broker.memory import YOUNGER_COLLECTIONS
     policy, fake, clock = _policy()
     fake.younger = YOUNGER_COLLECTIONS - 2
     assert not policy.check()
@@ -204,7 +204,7 @@ def test_a_running_broker_frees_garbage_in_cycles_itself_when_idle(make_broker):
     import time
     import weakref
 
-    from protocol.client import WireClient
+    from kcoord.protocol.client import WireClient
 
     assert make_broker().broker.collections is None  # embedded: the collector left alone
     # As ``kcoord serve`` runs it, the process its own:
@@ -252,7 +252,7 @@ def test_kcoord_serve_shortens_the_interpreter_switch_interval(make_broker):
     stop; an embedded broker leaves it alone."""
     import sys
 
-    from broker.app import SWITCH_INTERVAL_S
+    from kcoord.broker.app import SWITCH_INTERVAL_S
 
     default = sys.getswitchinterval()
     assert default != SWITCH_INTERVAL_S

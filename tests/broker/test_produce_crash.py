@@ -16,10 +16,10 @@ import random
 import threading
 import time
 
-from protocol import compression
-from protocol.errors import ErrorCode
-from protocol.records import Record, build_batch, decode_record_set
-from protocol.client import WireClient
+from kcoord.protocol import compression
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import Record, build_batch, decode_record_set
+from kcoord.protocol.client import WireClient
 from tests.support import BrokerProcess, create_topic_offline, kill_during
 
 ROUNDS = 3

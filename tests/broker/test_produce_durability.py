@@ -21,9 +21,9 @@ import time
 
 import pytest
 
-from protocol.errors import ErrorCode
-from protocol.records import Record, build_batch
-from protocol.client import WireClient
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import Record, build_batch
+from kcoord.protocol.client import WireClient
 
 DEADLINE_S = 15
 TOPIC = "durable"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.topics.data import PRODUCER_ID_BLOCK, ProducerIds
+from kcoord.broker.topics.data import PRODUCER_ID_BLOCK, ProducerIds
 
 
 def _allocate(data_dir, count):

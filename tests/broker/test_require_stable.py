@@ -15,7 +15,7 @@ import pytest
 
 from tests.broker.test_produce_durability import (  # noqa: F401 (gated is a fixture)
     TOPIC, _assert_unanswered, _commit_error, _ready_group, _send_commit, _start, gated)
-from protocol.client import WireClient
+from kcoord.protocol.client import WireClient
 
 GROUP = "durable-group"  # the group of the durability tests' helpers
 

@@ -10,16 +10,16 @@ import asyncio
 
 import pytest
 
-from broker.groups.common import CoordinatorConfig, JoinRequest
-from broker.groups.offsets import OffsetAndMetadata
-from broker.groups.service import GroupService
-from broker.runtime.outcome import Outcome, Write
-from broker.runtime.runtime import ANSWERS_PER_TURN, CoordinatorRuntime, PartitionState
-from protocol.errors import ErrorCode as E
-from storage.config import LogConfig
-from storage.errors import KafkaStorageError, LogClosedError
-from storage.layout import OFFSETS_TOPIC
-from storage.manager import LogManager
+from kcoord.broker.groups.common import CoordinatorConfig, JoinRequest
+from kcoord.broker.groups.offsets import OffsetAndMetadata
+from kcoord.broker.groups.service import GroupService
+from kcoord.broker.runtime.outcome import Outcome, Write
+from kcoord.broker.runtime.runtime import ANSWERS_PER_TURN, CoordinatorRuntime, PartitionState
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.storage.config import LogConfig
+from kcoord.storage.errors import KafkaStorageError, LogClosedError
+from kcoord.storage.layout import OFFSETS_TOPIC
+from kcoord.storage.manager import LogManager
 from tests.broker.group_harness import subscription
 
 
@@ -211,7 +211,7 @@ async def test_a_linger_holds_the_batch_open_that_long(tmp_path):
 
 @pytest.mark.parametrize("value, cost", [(b"v" * 30, 94), (None, 64)])
 async def test_a_batch_closes_before_it_outgrows_its_size(tmp_path, monkeypatch, value, cost):
-    import broker.runtime.runtime as rt
+    import kcoord.broker.runtime.runtime as rt
     monkeypatch.setattr(rt, "MAX_BATCH_BYTES", 2 * cost)  # a key of 40 bytes, 24 of overhead
     broker = FakeBroker(tmp_path)
     runtime = _runtime(broker)
@@ -304,7 +304,7 @@ async def test_a_write_for_a_partition_not_served_fails_and_is_not_appended(tmp_
 
 async def test_a_continuation_writing_while_its_batch_is_closed_early_is_not_lost(
         tmp_path, monkeypatch):
-    import broker.runtime.runtime as rt
+    import kcoord.broker.runtime.runtime as rt
     monkeypatch.setattr(rt, "MAX_BATCH_BYTES", 200)
     broker = FakeBroker(tmp_path)
     runtime = _runtime(broker)

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from broker.runtime.timers import Deadlines, ManualClock, MonotonicClock, WallClock
+from kcoord.broker.runtime.timers import Deadlines, ManualClock, MonotonicClock, WallClock
 
 
 def test_due_deadlines_come_out_earliest_first_and_once():
@@ -66,7 +66,7 @@ def test_the_wall_clock_is_never_ahead_of_the_time_of_day(monkeypatch):
     stamped after it (the pipeline's lag over time compares the two)."""
     import time as _time
 
-    from broker.runtime import timers
+    from kcoord.broker.runtime import timers
     now = {"wall": 1_000_000_000_000_000, "mono": 900_000}  # ns: 1,000,000 s and 0.9 ms
     monkeypatch.setattr(timers.time, "time_ns", lambda: now["wall"])
     monkeypatch.setattr(timers.time, "monotonic_ns", lambda: now["mono"])

@@ -15,9 +15,9 @@ import re
 import threading
 import time
 
-from protocol.errors import ErrorCode
-from storage.manager import read_partition_metadata
-from protocol.client import WireClient
+from kcoord.protocol.errors import ErrorCode
+from kcoord.storage.manager import read_partition_metadata
+from kcoord.protocol.client import WireClient
 from tests.support import BrokerProcess
 
 ROUNDS = 3

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kafka.admin import KafkaAdminClient
 from kafka.record import MemoryRecords, MemoryRecordsBuilder
 
-from broker.topics.manager import topic_id_to_str
+from kcoord.broker.topics.manager import topic_id_to_str
 
 
 def _batch(values):
@@ -66,9 +66,9 @@ def test_topic_config_reaches_the_partition_log(make_broker, tmp_path):
 
 def test_topic_whose_partitions_cannot_be_created_is_not_kept(make_broker, tmp_path, monkeypatch):
     node = make_broker(data_dir=tmp_path)
-    import storage.manager
+    import kcoord.storage.manager as manager
 
-    real_log = storage.manager.PartitionLog
+    real_log = manager.PartitionLog
     calls = {"n": 0}
 
     def flaky_log(*args, **kwargs):
@@ -77,7 +77,7 @@ def test_topic_whose_partitions_cannot_be_created_is_not_kept(make_broker, tmp_p
             raise OSError(24, "Too many open files")
         return real_log(*args, **kwargs)
 
-    monkeypatch.setattr(storage.manager, "PartitionLog", flaky_log)
+    monkeypatch.setattr(manager, "PartitionLog", flaky_log)
     admin = KafkaAdminClient(bootstrap_servers=node.bootstrap, request_timeout_ms=10000)
     try:
         result = admin.create_topics({"too-big": {"num_partitions": 5, "replication_factor": 1}},
@@ -109,12 +109,12 @@ def _assert_stop_waits_for(node, entered, release, what: str) -> None:
 
 def test_stop_waits_for_a_running_compaction_pass(make_broker, tmp_path):
     import threading
-    import storage.log
+    import kcoord.storage.log as log_module
 
     node = make_broker(data_dir=tmp_path, overrides={"log.cleaner.backoff.ms": 10})
     node.call(lambda: node.broker.topics.create("compacted", 1, {"cleanup.policy": "compact"}))
     entered, release, finished = threading.Event(), threading.Event(), threading.Event()
-    real_compact = storage.log.PartitionLog.compact
+    real_compact = log_module.PartitionLog.compact
 
     def slow_compact(self, now_ms=None, *, force=False):
         entered.set()
@@ -123,12 +123,12 @@ def test_stop_waits_for_a_running_compaction_pass(make_broker, tmp_path):
         finished.set()
         return result
 
-    storage.log.PartitionLog.compact = slow_compact
+    log_module.PartitionLog.compact = slow_compact
     try:
         _assert_stop_waits_for(node, entered, release, "the compaction pass")
         assert finished.is_set()
     finally:
-        storage.log.PartitionLog.compact = real_compact
+        log_module.PartitionLog.compact = real_compact
         release.set()
     assert (tmp_path / ".kafka_cleanshutdown").exists()
 
@@ -166,8 +166,8 @@ def test_a_segment_size_kept_below_kafka_4_s_floor_still_starts_and_keeps_its_se
     """A data dir from before the 1 MiB floor (a topic with segment.bytes=1024, as
     an older kcoord accepted) and offsets.topic.segment.bytes set below it: the
     broker starts, and those segment sizes are kept as internal.segment.bytes."""
-    from broker.topics.store import TopicStore
-    from broker.topics.manager import new_topic_id
+    from kcoord.broker.topics.store import TopicStore
+    from kcoord.broker.topics.manager import new_topic_id
 
     TopicStore(tmp_path).record(created=[{"name": "old-small", "partitions": 1,
                                           "topic_id": topic_id_to_str(new_topic_id()),

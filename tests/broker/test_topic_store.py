@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from broker.topics.store import MIN_COMPACT_ENTRIES, TopicStore
+from kcoord.broker.topics.store import MIN_COMPACT_ENTRIES, TopicStore
 
 
 def _topic(name, tid="id-", partitions=1):

@@ -9,17 +9,17 @@ import itertools
 
 import pytest
 
-from broker.runtime.outcome import Outcome
-from broker.runtime.timers import Deadlines, ManualClock, ShardTimers
-from broker.transactions.coordinator import (
+from kcoord.broker.runtime.outcome import Outcome
+from kcoord.broker.runtime.timers import Deadlines, ManualClock, ShardTimers
+from kcoord.broker.transactions.coordinator import (
     MarkerJob,
     TransactionShard,
     TxnConfig,
     replay,
 )
-from broker.transactions.metadata import TxnState
-from protocol import txn_records
-from protocol.errors import ErrorCode as E
+from kcoord.broker.transactions.metadata import TxnState
+from kcoord.protocol import txn_records
+from kcoord.protocol.errors import ErrorCode as E
 
 T0 = 1_700_000_000_000
 

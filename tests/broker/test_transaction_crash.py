@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import time
 
-from protocol.client import WireClient
-from protocol.errors import ErrorCode
+from kcoord.protocol.client import WireClient
+from kcoord.protocol.errors import ErrorCode
 from tests.broker import txn_ops as T
 from tests.broker.wire_ops import create_topic
 from tests.support import BrokerProcess
@@ -126,10 +126,10 @@ def test_a_commit_acknowledged_before_a_kill_gets_its_markers_after_it(tmp_path)
         node.kill()
     # Make the log say PrepareCommit, as a kill between the answer and the
     # markers leaves it: append the record the coordinator writes.
-    from broker.transactions.metadata import TxnState
-    from protocol import txn_records
-    from storage.log import PartitionLog
-    from broker.groups.placement import coordinator_partition
+    from kcoord.broker.transactions.metadata import TxnState
+    from kcoord.protocol import txn_records
+    from kcoord.storage.log import PartitionLog
+    from kcoord.broker.groups.placement import coordinator_partition
 
     folder = data / f"__transaction_state-{coordinator_partition('prepared', 50)}"
     plog = PartitionLog(str(folder))

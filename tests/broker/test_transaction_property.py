@@ -55,11 +55,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from broker.groups.placement import coordinator_partition
-from protocol.client import WireClient
-from protocol.errors import ErrorCode
-from protocol.records import CONTROL_ABORT, batch_header, decode_batch, iter_entries
-from protocol.records.build import decode_control_record
+from kcoord.broker.groups.placement import coordinator_partition
+from kcoord.protocol.client import WireClient
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import CONTROL_ABORT, batch_header, decode_batch, iter_entries
+from kcoord.protocol.records.build import decode_control_record
 from tests.broker import txn_ops as T
 from tests.broker.wire_ops import create_topic
 from tests.support import BrokerProcess

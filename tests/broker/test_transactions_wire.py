@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from protocol.errors import ErrorCode
-from protocol.records import batch_header, decode_batch, iter_entries
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import batch_header, decode_batch, iter_entries
 from tests.broker import txn_ops as T
 from tests.broker.wire_ops import create_topic
 
@@ -263,7 +263,7 @@ def test_an_abandoned_transaction_is_aborted_at_its_timeout(make_broker):
     """A producer that stops in the middle of a transaction: the coordinator's
     sweep aborts it once its timeout has passed, read_committed readers move
     past it, and the producer is fenced."""
-    from protocol.client import WireClient
+    from kcoord.protocol.client import WireClient
 
     node = make_broker(overrides={
         "transaction.abort.timed.out.transaction.cleanup.interval.ms": "100"})
@@ -287,7 +287,7 @@ def test_metadata_allowed_to_create_makes_the_state_topic_as_kafka(make_broker):
     """A Metadata request naming ``__transaction_state`` with auto-creation makes
     it with its own settings (50 partitions, compacted), answering that it does
     not exist yet, as Kafka does; ``__share_group_state`` is not made."""
-    from protocol.client import WireClient
+    from kcoord.protocol.client import WireClient
 
     node = make_broker()
     with WireClient.to(node.bootstrap) as wire:

@@ -14,7 +14,7 @@ import pytest
 from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 
-from broker.apis import advertised_versions
+from kcoord.broker.apis import advertised_versions
 from tests.support import RawClient
 
 
@@ -440,7 +440,7 @@ class _Transport:
 
 def _feed(broker, chunks, transport_out=None):
     """The bytes one connection answers to ``chunks`` received in that order."""
-    from broker.server import KafkaConnection
+    from kcoord.broker.server import KafkaConnection
 
     async def run():
         connection = KafkaConnection(broker.broker)
@@ -493,9 +493,9 @@ def test_oversize_frame_after_a_good_one_closes_connection_in_any_split(broker, 
 
 
 def _produce_frame(correlation_id: int, topic: str, size: int) -> bytes:
-    from protocol.headers import frame_request
-    from protocol.messages.produce import PRODUCE
-    from protocol.records import Record, build_batch
+    from kcoord.protocol.headers import frame_request
+    from kcoord.protocol.messages.produce import PRODUCE
+    from kcoord.protocol.records import Record, build_batch
 
     batch = build_batch([Record(None, 1_700_000_000_000, None, os.urandom(size // 2).hex().encode())])
     return frame_request(PRODUCE, 9, correlation_id, "tests", {
@@ -504,7 +504,7 @@ def _produce_frame(correlation_id: int, topic: str, size: int) -> bytes:
 
 
 def test_large_frames_split_anywhere_across_reads_get_the_same_answers(broker):
-    from broker.server import LARGE_FRAME
+    from kcoord.broker.server import LARGE_FRAME
 
     # Small and large frames (received into buffers of their own) in turn, each
     # run into a topic of its own: the batches are appended (a byte lost or
@@ -534,7 +534,7 @@ def test_large_frames_split_anywhere_across_reads_get_the_same_answers(broker):
         answers.append((correlation_id, whole[pos + 4:pos + 4 + size]))
         pos += 4 + size
     assert [c for c, _ in answers] == list(range(6))
-    from protocol.messages.produce import PRODUCE
+    from kcoord.protocol.messages.produce import PRODUCE
     offsets = [PRODUCE.codec(9, "response").decode(body[5:]).responses[0]
                .partition_responses[0] for c, body in answers if c in (1, 3, 4)]
     assert [(p.error_code, p.base_offset) for p in offsets] == [(0, 0), (0, 1), (0, 2)]
@@ -559,8 +559,8 @@ def test_large_frames_split_anywhere_across_reads_get_the_same_answers(broker):
 
 
 def test_reading_pauses_while_megabytes_of_frames_wait(broker):
-    from broker import server
-    from protocol.messages.produce import PRODUCE
+    from kcoord.broker import server
+    from kcoord.protocol.messages.produce import PRODUCE
 
     topic = f"pause-{uuid.uuid4().hex[:8]}"
     broker.call(broker.broker.topics.create, topic, 1, {})
@@ -590,8 +590,8 @@ def test_reading_pauses_while_megabytes_of_frames_wait(broker):
 
 
 def test_produce_requests_up_to_2_mb_are_decoded_on_the_event_loop(broker, monkeypatch):
-    from broker import server
-    from broker.apis import REGISTRY
+    from kcoord.broker import server
+    from kcoord.broker.apis import REGISTRY
 
     offloaded = []
     real = server._decode_large
@@ -612,7 +612,7 @@ def test_produce_requests_up_to_2_mb_are_decoded_on_the_event_loop(broker, monke
 
 
 def test_frames_beyond_the_preallocation_limit_grow_as_they_arrive(broker, monkeypatch):
-    from broker import server
+    from kcoord.broker import server
 
     monkeypatch.setattr(server, "PREALLOCATE_MAX", 50_000)
     frame = _produce_frame(1, "nowhere", 120_000)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from protocol.errors import ErrorCode
-from protocol.records import Record, build_batch
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import Record, build_batch
 
 E = ErrorCode
 

@@ -14,10 +14,10 @@ import struct
 import uuid
 from pathlib import Path
 
-from broker.apis import load_handlers
-from protocol import compression
-from protocol.headers import frame_request
-from protocol.records import Record, build_batch, build_legacy
+from kcoord.broker.apis import load_handlers
+from kcoord.protocol import compression
+from kcoord.protocol.headers import frame_request
+from kcoord.protocol.records import Record, build_batch, build_legacy
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 

@@ -22,9 +22,9 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.healthcheck import recv_exact
-from protocol.headers import frame_request
-from protocol.messages.api_versions import API_VERSIONS
+from kcoord.broker.healthcheck import recv_exact
+from kcoord.protocol.headers import frame_request
+from kcoord.protocol.messages.api_versions import API_VERSIONS
 from tests.fuzz import frames
 
 EXAMPLES = int(os.environ.get("KCOORD_FUZZ_EXAMPLES", "1500"))

@@ -13,7 +13,7 @@ import struct
 import tempfile
 from pathlib import Path
 
-from broker import server
+from kcoord.broker import server
 from tests.support import BrokerThread
 
 OUT = Path(__file__).with_name("requests.txt")

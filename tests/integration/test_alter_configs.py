@@ -18,7 +18,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from protocol.client import WireClient
+from kcoord.protocol.client import WireClient
 
 FAST = {"log.retention.check.interval.ms": "200", "log.cleaner.backoff.ms": "200"}
 

@@ -18,8 +18,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from protocol.client import WireClient
-from protocol.errors import ErrorCode
+from kcoord.protocol.client import WireClient
+from kcoord.protocol.errors import ErrorCode
 
 CONSUMER_PROTOCOL = {"group.coordinator.rebalance.protocols": "classic,consumer"}
 PARTITIONS = 6

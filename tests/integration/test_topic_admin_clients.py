@@ -24,7 +24,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from protocol.client import WireClient
+from kcoord.protocol.client import WireClient
 from tests.integration.members import until
 
 

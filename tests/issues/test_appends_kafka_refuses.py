@@ -13,14 +13,14 @@ import asyncio
 
 import pytest
 
-from protocol import compression
-from protocol import records as R
-from protocol.records.format import _rewrite_crc as rewrite_crc
-from protocol.errors import ErrorCode
-from storage.config import LogConfig
-from storage.errors import InvalidRecordError, InvalidTimestampError
-from storage.log import PartitionLog
-from storage.validator import AppendOrigin
+from kcoord.protocol import compression
+from kcoord.protocol import records as R
+from kcoord.protocol.records.format import _rewrite_crc as rewrite_crc
+from kcoord.protocol.errors import ErrorCode
+from kcoord.storage.config import LogConfig
+from kcoord.storage.errors import InvalidRecordError, InvalidTimestampError
+from kcoord.storage.log import PartitionLog
+from kcoord.storage.validator import AppendOrigin
 from tests.storage.helpers import all_records, batch
 
 NOW = 1_700_000_000_000
@@ -135,13 +135,13 @@ def test_producer_compression_is_kept_byte_for_byte(tmp_path):
 
 
 def test_segment_jitter_rolls_earlier(tmp_path, monkeypatch):
-    import storage.log
+    import kcoord.storage.log as log_module
 
     class FixedJitter:
         def randrange(self, _n):
             return 400
 
-    monkeypatch.setattr(storage.log, "_jitter", FixedJitter())
+    monkeypatch.setattr(log_module, "_jitter", FixedJitter())
     plog = _log(tmp_path, segment_ms=1_000, segment_jitter_ms=500)
     plog.append(batch([b"a"], ts=NOW))
     plog.append(batch([b"b"], ts=NOW + 601))  # 601 > 1000 - 400

@@ -9,7 +9,7 @@ import struct
 
 import structlog
 
-from broker.server import WarningLimiter
+from kcoord.broker.server import WarningLimiter
 
 
 class ManualClock:

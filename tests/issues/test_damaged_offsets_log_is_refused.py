@@ -19,13 +19,13 @@ import os
 import pytest
 import structlog
 
-from broker.groups.placement import coordinator_partition
-from protocol.errors import ErrorCode as E
-from protocol.records import Record, build_batch, decode_batch
-from storage.config import LogConfig
-from storage.errors import CorruptLogError
-from storage.log import PartitionLog
-from protocol.client import WireClient
+from kcoord.broker.groups.placement import coordinator_partition
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.records import Record, build_batch, decode_batch
+from kcoord.storage.config import LogConfig
+from kcoord.storage.errors import CorruptLogError
+from kcoord.storage.log import PartitionLog
+from kcoord.protocol.client import WireClient
 from tests.support import BrokerProcess
 
 # -- the validating read --------------------------------------------------------------
@@ -348,7 +348,7 @@ def test_a_partition_that_fails_to_load_is_refused_in_process(make_broker, tmp_p
 
 def test_any_load_failure_refuses_the_partition(make_broker, tmp_path, monkeypatch):
     """A load that fails with any error, not only damage the read finds."""
-    from broker.groups import service
+    from kcoord.broker.groups import service
 
     data = tmp_path / "broken-load"
     first = make_broker(data)

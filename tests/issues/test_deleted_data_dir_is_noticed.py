@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
-from storage.errors import KafkaStorageError
-from storage.manager import LogManager
+from kcoord.storage.errors import KafkaStorageError
+from kcoord.storage.manager import LogManager
 
 
 def test_a_deleted_data_dir_takes_the_log_dir_offline(tmp_path):

@@ -15,9 +15,9 @@ import os
 
 import pytest
 
-from broker.config import BrokerConfig
-from broker.topics.manager import TopicManager, topic_id_to_str
-from storage.manager import LogManager, read_partition_metadata
+from kcoord.broker.config import BrokerConfig
+from kcoord.broker.topics.manager import TopicManager, topic_id_to_str
+from kcoord.storage.manager import LogManager, read_partition_metadata
 from tests.storage.helpers import all_records, batch
 
 
@@ -99,8 +99,8 @@ def test_a_partition_folder_beyond_the_partition_count_is_set_aside(tmp_path):
 
 
 def test_a_maintenance_pass_skips_a_log_deleted_while_it_runs(tmp_path, monkeypatch):
-    from storage.config import LogConfig
-    from storage.log import PartitionLog
+    from kcoord.storage.config import LogConfig
+    from kcoord.storage.log import PartitionLog
 
     manager = LogManager(str(tmp_path), LogConfig(retention_ms=0, segment_bytes=200,
                                                   cleanup_policy=("compact", "delete")))

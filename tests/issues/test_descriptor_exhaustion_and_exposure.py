@@ -21,10 +21,10 @@ import resource
 import socket
 import time
 
-from protocol.errors import ErrorCode as E
-from protocol.headers import frame_request
-from protocol.messages.api_versions import API_VERSIONS
-from protocol.client import WireClient
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.headers import frame_request
+from kcoord.protocol.messages.api_versions import API_VERSIONS
+from kcoord.protocol.client import WireClient
 from tests.support import BrokerProcess
 
 

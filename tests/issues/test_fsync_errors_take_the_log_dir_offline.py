@@ -14,9 +14,9 @@ import os
 import pytest
 import structlog
 
-from storage.config import LogConfig
-from storage.errors import KafkaStorageError
-from storage.manager import CLEAN_SHUTDOWN_FILE, LogManager
+from kcoord.storage.config import LogConfig
+from kcoord.storage.errors import KafkaStorageError
+from kcoord.storage.manager import CLEAN_SHUTDOWN_FILE, LogManager
 from tests.storage.helpers import batch
 
 
@@ -125,13 +125,13 @@ def test_flushing_a_segment_fsyncs_its_indexes(tmp_path, monkeypatch):
 
 
 def test_the_broker_stops_with_an_error_when_its_log_dir_fails(tmp_path):
-    from broker.cli import serve
-    from broker.config import BrokerConfig
+    from kcoord.broker.cli import serve
+    from kcoord.broker.config import BrokerConfig
 
     config = BrokerConfig.build({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path)})
 
     async def run():
-        from broker import app
+        from kcoord.broker import app
 
         real_start = app.Broker.start
 

@@ -26,11 +26,11 @@ import uuid
 
 import pytest
 
-from protocol.errors import ErrorCode as E
-from protocol.headers import frame_request
-from protocol.messages import ALL_APIS
-from protocol.wire import DecodeError, decode_utf8, read_string
-from protocol.client import WireClient
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.headers import frame_request
+from kcoord.protocol.messages import ALL_APIS
+from kcoord.protocol.wire import DecodeError, decode_utf8, read_string
+from kcoord.protocol.client import WireClient
 from tests.reference.test_differential_groups import _topic, diff  # noqa: F401 (fixture)
 
 # (bytes, what Java 17's new String(bytes, UTF_8) makes of them), checked on a

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import struct
 
-from broker import server
-from protocol.errors import ErrorCode
-from protocol.headers import frame_request
-from protocol.messages.metadata import METADATA
-from protocol.client import WireClient
+from kcoord.broker import server
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.headers import frame_request
+from kcoord.protocol.messages.metadata import METADATA
+from kcoord.protocol.client import WireClient
 from tests.support import RawClient
 
 

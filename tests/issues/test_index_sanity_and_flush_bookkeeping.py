@@ -11,9 +11,9 @@ import struct
 
 import pytest
 
-from storage.config import LogConfig
-from storage.index import OffsetIndex, TimeIndex
-from storage.log import PartitionLog
+from kcoord.storage.config import LogConfig
+from kcoord.storage.index import OffsetIndex, TimeIndex
+from kcoord.storage.log import PartitionLog
 from tests.storage.helpers import batch
 
 
@@ -94,7 +94,7 @@ def test_start_writes_a_missing_partition_metadata_and_forgets_gone_logs(tmp_pat
     import asyncio
     import os
 
-    from storage.manager import RECOVERY_POINT_FILE, read_checkpoint, read_partition_metadata
+    from kcoord.storage.manager import RECOVERY_POINT_FILE, read_checkpoint, read_partition_metadata
     from tests.issues.test_deleted_topic_stays_deleted import _crash, _open
 
     topics = _open(tmp_path)
@@ -105,10 +105,10 @@ def test_start_writes_a_missing_partition_metadata_and_forgets_gone_logs(tmp_pat
     # A checkpoint entry of a log that is gone (its folder removed by hand).
     entries = read_checkpoint(str(tmp_path / RECOVERY_POINT_FILE))
     entries[("gone", 3)] = 42
-    from storage.manager import write_checkpoint
+    from kcoord.storage.manager import write_checkpoint
     write_checkpoint(str(tmp_path / RECOVERY_POINT_FILE), entries)
     again = _open(tmp_path)
-    from broker.topics.manager import topic_id_to_str
+    from kcoord.broker.topics.manager import topic_id_to_str
     assert read_partition_metadata(str(tmp_path / "meta-0")) == topic_id_to_str(created.topic_id)
     again.logs.write_checkpoints()
     assert ("gone", 3) not in read_checkpoint(str(tmp_path / RECOVERY_POINT_FILE))
@@ -118,7 +118,7 @@ def test_start_writes_a_missing_partition_metadata_and_forgets_gone_logs(tmp_pat
 def test_deleting_a_partition_that_is_not_open_removes_its_folder(tmp_path):
     import os
 
-    from storage.manager import LogManager
+    from kcoord.storage.manager import LogManager
 
     os.makedirs(tmp_path / "loose-0")
     (tmp_path / "loose-0" / "00000000000000000000.log").write_bytes(b"")

@@ -11,10 +11,10 @@ wait during a JoinGroup of 50,000 protocols."""
 
 from __future__ import annotations
 
-from broker.groups.group import Group
-from protocol.errors import ErrorCode as E
+from kcoord.broker.groups.group import Group
+from kcoord.protocol.errors import ErrorCode as E
 from tests.broker.group_harness import Harness, subscription
-from protocol.client import WireClient
+from kcoord.protocol.client import WireClient
 
 
 class CountingName(str):

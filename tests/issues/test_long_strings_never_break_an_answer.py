@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.errors import ErrorCode
-from protocol.messages.create_topics import CREATE_TOPICS
-from protocol.wire import MAX_STRING_BYTES, UnknownFieldError
-from protocol.client import WireClient
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.messages.create_topics import CREATE_TOPICS
+from kcoord.protocol.wire import MAX_STRING_BYTES, UnknownFieldError
+from kcoord.protocol.client import WireClient
 
 
 @pytest.fixture

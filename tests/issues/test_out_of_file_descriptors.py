@@ -13,8 +13,8 @@ import resource
 import socket
 import time
 
-from protocol.errors import ErrorCode
-from protocol.client import WireClient
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.client import WireClient
 from tests.support import BrokerProcess
 
 
@@ -78,7 +78,7 @@ def test_a_create_at_the_descriptor_limit_fails_cleanly(tmp_path):
 def test_a_removal_that_failed_is_retried(tmp_path, monkeypatch):
     import shutil
 
-    from storage.manager import LogManager
+    from kcoord.storage.manager import LogManager
 
     manager = LogManager(str(tmp_path))
     manager.create_partitions("gone", 2, "AAAAAAAAAAAAAAAAAAAAAA")

@@ -11,11 +11,11 @@ from __future__ import annotations
 import socket
 import struct
 
-from broker import server
-from protocol.headers import frame_request
-from protocol.messages.api_versions import API_VERSIONS
-from protocol.messages.metadata import METADATA
-from broker.healthcheck import recv_exact
+from kcoord.broker import server
+from kcoord.protocol.headers import frame_request
+from kcoord.protocol.messages.api_versions import API_VERSIONS
+from kcoord.protocol.messages.metadata import METADATA
+from kcoord.broker.healthcheck import recv_exact
 
 BURST = 1000
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 
-from storage.config import LogConfig
-from storage.manager import CLEANER_FILE, RECOVERY_POINT_FILE, LogManager
+from kcoord.storage.config import LogConfig
+from kcoord.storage.manager import CLEANER_FILE, RECOVERY_POINT_FILE, LogManager
 from tests.storage.helpers import all_records, batch
 
 COMPACT = LogConfig(cleanup_policy=("compact",), segment_bytes=2_000, min_cleanable_dirty_ratio=0.0)

@@ -8,9 +8,9 @@ contiguous offsets."""
 
 from __future__ import annotations
 
-from protocol.records import build_batch, Record
-from storage.config import LogConfig
-from storage.manager import LogManager
+from kcoord.protocol.records import build_batch, Record
+from kcoord.storage.config import LogConfig
+from kcoord.storage.manager import LogManager
 
 
 def _batch(n, key=b"k"):

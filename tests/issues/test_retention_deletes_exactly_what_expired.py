@@ -6,8 +6,8 @@ timestamp > retention.ms``, and by size only while the log stays at least
 
 from __future__ import annotations
 
-from storage.config import LogConfig
-from storage.log import PartitionLog
+from kcoord.storage.config import LogConfig
+from kcoord.storage.log import PartitionLog
 from tests.storage.helpers import batch
 
 

@@ -24,11 +24,11 @@ import threading
 
 import pytest
 
-from protocol import records as R
-from storage import segment as S
-from storage.config import LogConfig
-from storage.log import PartitionLog
-from storage.manager import LogManager
+from kcoord.protocol import records as R
+from kcoord.storage import segment as S
+from kcoord.storage.config import LogConfig
+from kcoord.storage.log import PartitionLog
+from kcoord.storage.manager import LogManager
 from tests.storage.helpers import all_records, batch, batch_offsets
 
 
@@ -122,7 +122,7 @@ def test_the_batch_max_timestamp_comes_from_its_records(tmp_path, claimed):
 
 
 def test_a_failed_journal_append_does_not_swallow_the_next_change(tmp_path, monkeypatch):
-    from broker.topics.store import TopicStore
+    from kcoord.broker.topics.store import TopicStore
 
     store = TopicStore(tmp_path)
     store.load()
@@ -142,7 +142,7 @@ def test_a_failed_journal_append_does_not_swallow_the_next_change(tmp_path, monk
 
 
 def test_forgetting_a_deleted_topic_never_waits_for_a_checkpoint_write(tmp_path, monkeypatch):
-    import storage.manager as M
+    import kcoord.storage.manager as M
 
     manager = LogManager(str(tmp_path))
     manager.get_or_create("a", 0)
@@ -170,7 +170,7 @@ def test_forgetting_a_deleted_topic_never_waits_for_a_checkpoint_write(tmp_path,
 
 
 def test_an_interrupted_compaction_leaves_no_cleaned_files(tmp_path, monkeypatch):
-    import storage.cleaner as C
+    import kcoord.storage.cleaner as C
 
     cfg = LogConfig(cleanup_policy=("compact",), segment_bytes=300, min_cleanable_dirty_ratio=0.0)
     plog = PartitionLog(str(tmp_path / "c-0"), cfg)

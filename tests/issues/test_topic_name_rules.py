@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from broker.topics.manager import validate_topic_name
-from protocol.errors import ErrorCode
-from storage.manager import read_checkpoint, write_checkpoint
+from kcoord.broker.topics.manager import validate_topic_name
+from kcoord.protocol.errors import ErrorCode
+from kcoord.storage.manager import read_checkpoint, write_checkpoint
 
 
 @pytest.mark.parametrize("name", ["b\n", "b\r", "\nb", "a b", "é", "a\x00", "a/b"])
@@ -27,7 +27,7 @@ def test_length_is_counted_in_utf16_units_like_java():
 
 
 def test_create_and_auto_create_refuse_a_trailing_newline(broker):
-    from protocol.client import WireClient
+    from kcoord.protocol.client import WireClient
 
     client = WireClient("127.0.0.1", broker.port)
     try:

@@ -4,8 +4,8 @@ at the next start (the checkpoint writer kept the old entry), and
 
 from __future__ import annotations
 
-from storage.config import LogConfig
-from storage.manager import LogManager
+from kcoord.storage.config import LogConfig
+from kcoord.storage.manager import LogManager
 from tests.storage.helpers import batch
 
 

@@ -28,12 +28,12 @@ def kafka_connector() -> str:
 
 @pytest.fixture(scope="session")
 def spark():
-    from pipeline.cli import java_problem
+    from kcoord.pipeline.cli import java_problem
 
     problem = java_problem()
     if problem:
         _unavailable(problem)
-    from pipeline import jobs
+    from kcoord.pipeline import jobs
 
     session = jobs.session("local[2]", "kcoord tests", progress=False,
                            conf={"spark.sql.shuffle.partitions": "2",
@@ -113,7 +113,7 @@ def store(tmp_path_factory):
     from kafka import TopicPartition as KTP
     from kafka.structs import OffsetAndMetadata
 
-    from protocol.client import WireClient
+    from kcoord.protocol.client import WireClient
 
     data_dir = tmp_path_factory.mktemp("pipeline-store")
     broker = BrokerThread(data_dir).start()

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from pipeline import cli, jobs
+from kcoord.pipeline import cli, jobs
 
 
 class _Started(Exception):
@@ -19,7 +19,7 @@ class _Started(Exception):
 def _start(monkeypatch, capsys, argv):
     """Run the CLI up to the point where it starts a session: what it asks for,
     and what it printed."""
-    from broker.cli import main
+    from kcoord.broker.cli import main
 
     asked = []
 
@@ -78,9 +78,9 @@ def test_no_progress_bar_when_the_output_is_not_a_terminal(monkeypatch, capsys, 
 
 
 def test_a_store_that_compaction_has_cleaned_is_said_to_be(tmp_path):
-    from pipeline.segments import compaction_note
-    from storage.layout import CLEANER_FILE, OFFSETS_TOPIC
-    from storage.manager import write_checkpoint
+    from kcoord.pipeline.segments import compaction_note
+    from kcoord.storage.layout import CLEANER_FILE, OFFSETS_TOPIC
+    from kcoord.storage.manager import write_checkpoint
 
     assert compaction_note([str(tmp_path)]) is None  # no checkpoint: nothing cleaned
     write_checkpoint(str(tmp_path / CLEANER_FILE), {("orders", 0): 50, (OFFSETS_TOPIC, 3): 0})

@@ -10,10 +10,10 @@ from collections import Counter
 
 import pytest
 
-from pipeline import jobs
-from pipeline.cli import COMMANDS
-from protocol import group_records as G
-from protocol.records import Record, build_batch, build_control_batch
+from kcoord.pipeline import jobs
+from kcoord.pipeline.cli import COMMANDS
+from kcoord.protocol import group_records as G
+from kcoord.protocol.records import Record, build_batch, build_control_batch
 from tests.pipeline.conftest import _produce, next_millisecond
 
 
@@ -153,7 +153,7 @@ def test_the_same_partitions_in_several_data_dirs_count_once(spark, store, tmp_p
 
 
 def test_the_records_source_reads_every_record_with_its_fields(spark, store):
-    from pipeline import source
+    from kcoord.pipeline import source
 
     df = source.load(spark, "records", _dirs(store), topics=["orders"])
     rows = df.collect()
@@ -168,7 +168,7 @@ def test_the_records_source_reads_every_record_with_its_fields(spark, store):
 
 @pytest.mark.parametrize("job", sorted(COMMANDS))
 def test_each_command_writes_its_output(store, tmp_path, job, capsys, spark):
-    from broker.cli import main
+    from kcoord.broker.cli import main
 
     out = tmp_path / job
     assert main(["pipeline", job, "--data-dir", str(store.data_dir), "--out", str(out),
@@ -205,7 +205,7 @@ def test_each_command_writes_its_output(store, tmp_path, job, capsys, spark):
 
 def test_the_cli_reads_a_store_split_over_two_data_dirs_counting_each_record_once(
         spark, store, tmp_path, capsys):
-    from broker.cli import main
+    from kcoord.broker.cli import main
 
     # orders in one folder, payments in the other, __consumer_offsets in both (as
     # replicas on two brokers): the lag needs both, and each commit counts once.
@@ -229,7 +229,7 @@ def test_the_cli_reads_a_store_split_over_two_data_dirs_counting_each_record_onc
 
 
 def test_commands_fail_clearly_without_java_or_data(tmp_path, monkeypatch, capsys):
-    from broker.cli import main
+    from kcoord.broker.cli import main
 
     assert main(["pipeline", "offsets", "--data-dir", str(tmp_path / "nope"), "--out",
                  str(tmp_path / "o")]) == 2
@@ -268,7 +268,7 @@ def test_offsets_committed_in_a_transaction_count_only_once_it_commits(spark, tm
 
 
 def test_an_empty_store_gives_empty_results_and_a_report_without_commits(spark, tmp_path):
-    from pipeline import report
+    from kcoord.pipeline import report
 
     empty = tmp_path / "data"
     empty.mkdir()

@@ -14,11 +14,11 @@ import uuid
 
 import pytest
 
-from pipeline import jobs
+from kcoord.pipeline import jobs
 from tests.reference import kafka
 from tests.reference.fixtures import _unavailable, create_offsets_topic
 from tests.pipeline.conftest import _produce, _watermarks
-from protocol.client import WireClient
+from kcoord.protocol.client import WireClient
 
 
 @pytest.fixture(scope="module")

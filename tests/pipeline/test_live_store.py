@@ -16,12 +16,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pipeline import rows, segments
-from protocol import group_records as G
-from protocol.records import Record, build_batch, decode_batch
-from storage.config import LogConfig
-from storage.log import PartitionLog
-from storage.validator import AppendOrigin
+from kcoord.pipeline import rows, segments
+from kcoord.protocol import group_records as G
+from kcoord.protocol.records import Record, build_batch, decode_batch
+from kcoord.storage.config import LogConfig
+from kcoord.storage.log import PartitionLog
+from kcoord.storage.validator import AppendOrigin
 
 T0 = 1_700_000_000_000
 GROUPS = 4

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from pipeline import report
+from kcoord.pipeline import report
 
 
 def _chromium() -> str:

@@ -12,19 +12,19 @@ import pyarrow as pa
 import pytest
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
-from pipeline import rows, segments
-from protocol import compression
-from protocol import group_records as G
-from protocol.records import (
+from kcoord.pipeline import rows, segments
+from kcoord.protocol import compression
+from kcoord.protocol import group_records as G
+from kcoord.protocol.records import (
     LOG_APPEND_TIME,
     Record,
     build_batch,
     build_control_batch,
     build_legacy,
 )
-from storage.config import LogConfig
-from storage.log import PartitionLog
-from storage.validator import AppendOrigin
+from kcoord.storage.config import LogConfig
+from kcoord.storage.log import PartitionLog
+from kcoord.storage.validator import AppendOrigin
 
 T0 = 1_700_000_000_000
 
@@ -355,7 +355,7 @@ def test_a_worker_leaves_what_it_held_before_its_first_read_out_of_its_collectio
     import gc
     import json
 
-    from pipeline import source
+    from kcoord.pipeline import source
 
     _segment(tmp_path / "__consumer_offsets-3", 0, build_batch([
         Record(None, T0, G.offset_commit_key("g", "t", 0), G.offset_commit_value(1, "", T0))]))

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from hypothesis import strategies as st
 
-from protocol.schema import S
+from kcoord.protocol.schema import S
 
 INT_RANGES = {
     "int8": (-(1 << 7), (1 << 7) - 1),
@@ -112,7 +112,7 @@ def codec_versions(api, full: bool | None = None) -> list[int]:
 def all_codec_cases(full: bool | None = None):
     """(api, version, direction) for every API the schema table declares, at the
     versions ``codec_versions`` picks."""
-    from protocol.messages import ALL_APIS
+    from kcoord.protocol.messages import ALL_APIS
 
     cases = []
     for key in sorted(ALL_APIS):

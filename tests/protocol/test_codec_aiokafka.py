@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from aiokafka.protocol.api import RequestStruct, Response  # noqa: E402
 from aiokafka.protocol.types import Array, Schema  # noqa: E402
 
-from protocol.messages import ALL_APIS  # noqa: E402
-from protocol.schema import S  # noqa: E402
+from kcoord.protocol.messages import ALL_APIS  # noqa: E402
+from kcoord.protocol.schema import S  # noqa: E402
 from tests.protocol.strategies import message_values  # noqa: E402
 
 for _module in ("admin", "commit", "coordination", "fetch", "group", "metadata", "offset",

@@ -6,14 +6,14 @@ from __future__ import annotations
 import io
 import struct
 
-from protocol.headers import (
+from kcoord.protocol.headers import (
     request_header_codec,
     request_header_version,
     response_header_codec,
     response_header_version,
 )
-from protocol.messages import ALL_APIS
-from protocol.wire import ZERO_UUID
+from kcoord.protocol.messages import ALL_APIS
+from kcoord.protocol.wire import ZERO_UUID
 
 API_VERSIONS = ALL_APIS[18]
 METADATA = ALL_APIS[3]

@@ -32,8 +32,8 @@ import kafka.protocol.metadata  # noqa: E402,F401
 import kafka.protocol.producer  # noqa: E402,F401
 import kafka.protocol.sasl  # noqa: E402,F401
 
-from protocol.messages import ALL_APIS  # noqa: E402
-from protocol.schema import S  # noqa: E402
+from kcoord.protocol.messages import ALL_APIS  # noqa: E402
+from kcoord.protocol.schema import S  # noqa: E402
 from tests.protocol.strategies import ZERO_UUID, message_values, plain  # noqa: E402
 
 ApiMessage = kafka_protocol.ApiMessage

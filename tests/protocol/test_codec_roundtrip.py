@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.messages import ALL_APIS
+from kcoord.protocol.messages import ALL_APIS
 from tests.protocol.strategies import all_codec_cases, case_id, message_values, plain
 
 CASES = all_codec_cases()
@@ -72,7 +72,7 @@ def test_defaults_round_trip(case):
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_truncated_input_is_a_decode_error(case):
-    from protocol.wire import DecodeError
+    from kcoord.protocol.wire import DecodeError
 
     api, version, direction = case
     codec = api.codec(version, direction)
@@ -83,7 +83,7 @@ def test_truncated_input_is_a_decode_error(case):
 
 
 def test_is_flexible_follows_the_declared_range():
-    from protocol import group_records, headers
+    from kcoord.protocol import group_records, headers
 
     apis = list(ALL_APIS.values()) + [headers.REQUEST_HEADER, headers.RESPONSE_HEADER,
                                       group_records.OFFSET_COMMIT_VALUE,

@@ -8,9 +8,9 @@ import struct
 
 import pytest
 
-from protocol.messages.create_topics import CREATE_TOPICS
-from protocol.messages.metadata import METADATA
-from protocol.values import message_class
+from kcoord.protocol.messages.create_topics import CREATE_TOPICS
+from kcoord.protocol.messages.metadata import METADATA
+from kcoord.protocol.values import message_class
 
 # kafka-python builds the reference bytes: a Metadata v1 request naming two topics.
 from kafka.protocol.metadata import MetadataRequest

@@ -17,13 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import group_records, headers
-from protocol.generated import GeneratedCodec
-from protocol.messages import ALL_APIS
-from protocol.messages.offset_commit import OFFSET_COMMIT
-from protocol.messages.produce import PRODUCE
-from protocol.values import Message
-from protocol.wire import DecodeError, StringTooLongError, UnknownFieldError
+from kcoord.protocol import group_records, headers
+from kcoord.protocol.generated import GeneratedCodec
+from kcoord.protocol.messages import ALL_APIS
+from kcoord.protocol.messages.offset_commit import OFFSET_COMMIT
+from kcoord.protocol.messages.produce import PRODUCE
+from kcoord.protocol.values import Message
+from kcoord.protocol.wire import DecodeError, StringTooLongError, UnknownFieldError
 from tests.protocol.strategies import all_codec_cases, case_id, message_values
 
 EXTRA = [headers.REQUEST_HEADER, headers.RESPONSE_HEADER, group_records.OFFSET_COMMIT_KEY,
@@ -231,7 +231,7 @@ def test_the_hot_apis_use_the_generated_codec():
 
 
 def test_a_request_frame_reads_the_same_through_the_server_path():
-    from broker.server import _decode
+    from kcoord.broker.server import _decode
 
     body = {"group_id": "group-1", "generation_id_or_member_epoch": 3, "member_id": "m-1",
             "group_instance_id": "i-1", "topics": [{"name": "orders", "partitions": [
@@ -252,7 +252,7 @@ def test_a_request_frame_reads_the_same_through_the_server_path():
 
 @pytest.mark.parametrize("version", range(PRODUCE.min_version, PRODUCE.max_version + 1))
 def test_produce_records_are_a_view_of_the_frame_not_a_copy(version):
-    from broker.server import _decode
+    from kcoord.broker.server import _decode
 
     batch = bytes(range(256)) * 40
     body = {"transactional_id": None, "acks": -1, "timeout_ms": 30_000, "topic_data": [
@@ -320,7 +320,7 @@ def test_string_length_limit_and_long_varints():
 
 
 def test_tagged_fields_known_unknown_and_truncated():
-    from protocol.messages.api_versions import API_VERSIONS
+    from kcoord.protocol.messages.api_versions import API_VERSIONS
 
     reference, generated = _codecs((API_VERSIONS, 3, "response"))
     raw = reference.encode({"api_keys": [], "finalized_features_epoch": 5,

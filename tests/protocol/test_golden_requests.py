@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from protocol.headers import request_header_codec
-from protocol.messages import ALL_APIS
+from kcoord.protocol.headers import request_header_codec
+from kcoord.protocol.messages import ALL_APIS
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "requests.txt"
 FRAMES = [line.split(" ", 1) for line in GOLDEN.read_text().splitlines() if line.strip()]

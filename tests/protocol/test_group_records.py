@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from protocol import group_records as G
+from kcoord.protocol import group_records as G
 
 
 def test_offset_commit_key_bytes():
@@ -62,7 +62,7 @@ def test_group_metadata_round_trip_and_newer_versions():
 
 
 def test_offset_commit_keys_from_the_cache_are_the_encoded_keys(monkeypatch):
-    from protocol import group_records as G
+    from kcoord.protocol import group_records as G
 
     monkeypatch.setattr(G, "_KEY_CACHE_SIZE", 5)
     G._KEY_CACHE.clear()

@@ -20,11 +20,11 @@ from kafka.record import MemoryRecords as KpMemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder as KpLegacyBuilder
 
-from protocol import compression, wire
-from protocol import records as R
-from protocol.records.decode import _decode_record_stream
-from protocol.records.format import _batch_header_codec, _build_record
-from protocol.records import Record
+from kcoord.protocol import compression, wire
+from kcoord.protocol import records as R
+from kcoord.protocol.records.decode import _decode_record_stream
+from kcoord.protocol.records.format import _batch_header_codec, _build_record
+from kcoord.protocol.records import Record
 
 CODECS = [compression.NONE, compression.GZIP, compression.SNAPPY, compression.LZ4, compression.ZSTD]
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import txn_records as R
-from protocol.txn_records import TransactionState
+from kcoord.protocol import txn_records as R
+from kcoord.protocol.txn_records import TransactionState
 from tests.protocol.strategies import message_values, plain
 
 

@@ -20,10 +20,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from broker.config import DEV_DEFAULTS, TOPIC_CONFIG_SYNONYMS
-from broker.groups.group_configs import GROUP_CONFIGS
-from protocol.wire import ZERO_UUID
-from protocol.client import WireClient
+from kcoord.broker.config import DEV_DEFAULTS, TOPIC_CONFIG_SYNONYMS
+from kcoord.broker.groups.group_configs import GROUP_CONFIGS
+from kcoord.protocol.wire import ZERO_UUID
+from kcoord.protocol.client import WireClient
 
 # Config sources (DescribeConfigsResponse.ConfigSource).
 STATIC_BROKER_CONFIG = 4

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.reference import kafka
-from protocol.client import WireClient
+from kcoord.protocol.client import WireClient
 from tests.support import BrokerThread
 
 

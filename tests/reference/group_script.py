@@ -17,7 +17,7 @@ import re
 import time
 from typing import Any
 
-from protocol.client import WireClient
+from kcoord.protocol.client import WireClient
 from tests.reference.differential import Differential, Normalizer, Side, differences
 
 _MEMBER_ID = re.compile(r"^.+-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")

@@ -35,8 +35,8 @@ import time
 import uuid
 from pathlib import Path
 
-from broker.config import DEV_DEFAULTS
-from protocol.client import WireClient
+from kcoord.broker.config import DEV_DEFAULTS
+from kcoord.protocol.client import WireClient
 
 MAIN_VERSION = "4.4.0"
 LEGACY_VERSION = "3.9.2"

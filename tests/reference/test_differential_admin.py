@@ -14,9 +14,9 @@ import uuid
 
 import pytest
 
-from broker.apis import REGISTRY, advertised_versions
-from broker.config import DYNAMIC_BROKER_CONFIGS
-from protocol.client import WireClient
+from kcoord.broker.apis import REGISTRY, advertised_versions
+from kcoord.broker.config import DYNAMIC_BROKER_CONFIGS
+from kcoord.protocol.client import WireClient
 from tests.reference.differential import Differential, differences
 
 # What a broker with the default configuration serves (the consumer group

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.groups.assignors import MemberSpec, PartitionAssignorError, assign
+from kcoord.broker.groups.assignors import MemberSpec, PartitionAssignorError, assign
 from tests.reference import kafka
 from tests.reference.fixtures import compiled_java
 

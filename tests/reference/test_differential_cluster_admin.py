@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from protocol.client import WireClient
-from protocol.records import Record, build_batch
+from kcoord.protocol.client import WireClient
+from kcoord.protocol.records import Record, build_batch
 from tests.reference.differential import Differential
 from tests.reference.test_differential_data import _produce_body, _wait_until_fetchable
 

@@ -17,8 +17,8 @@ import uuid
 
 import pytest
 
-from protocol.client import WireClient
-from protocol.wire import ZERO_UUID
+from kcoord.protocol.client import WireClient
+from kcoord.protocol.wire import ZERO_UUID
 from tests.reference.differential import Differential, differences
 
 _names = itertools.count()

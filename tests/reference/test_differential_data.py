@@ -12,9 +12,9 @@ import re
 
 import pytest
 
-from protocol import compression
-from protocol.records import Record, build_batch, build_legacy, crc32c, decode_record_set
-from protocol.client import WireClient
+from kcoord.protocol import compression
+from kcoord.protocol.records import Record, build_batch, build_legacy, crc32c, decode_record_set
+from kcoord.protocol.client import WireClient
 from tests.reference.differential import Differential, differences
 
 _names = itertools.count()

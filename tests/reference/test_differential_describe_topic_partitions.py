@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from protocol.client import WireClient
+from kcoord.protocol.client import WireClient
 from tests.reference import kafka
 from tests.reference.differential import Differential
 
@@ -190,7 +190,7 @@ def test_a_request_decoded_in_a_worker_thread_as_on_kafka(d):
     """A request past broker.server.OFFLOAD_BYTES (its names collapsed off the
     event loop): repeats, unknown names after the cursor's topic, names before it
     left out, and a refusal that names every topic as asked."""
-    from broker.server import OFFLOAD_BYTES
+    from kcoord.broker.server import OFFLOAD_BYTES
 
     prefix = f"dtp-big-{next(_tags)}"
     made = _topics(d, prefix)

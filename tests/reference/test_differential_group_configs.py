@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from protocol.client import WireClient
+from kcoord.protocol.client import WireClient
 from tests.reference import kafka
 from tests.reference.differential import Differential, differences
 

@@ -17,7 +17,7 @@ import itertools
 
 import pytest
 
-from broker.groups.placement import coordinator_partition
+from kcoord.broker.groups.placement import coordinator_partition
 
 from tests.reference import kafka
 from tests.reference.differential import Differential

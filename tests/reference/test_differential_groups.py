@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from broker.groups.placement import coordinator_partition
+from kcoord.broker.groups.placement import coordinator_partition
 from tests.reference.differential import Differential, differences
 from tests.reference.group_script import GroupScript
 

@@ -13,7 +13,7 @@ import itertools
 import struct
 import time
 
-from protocol import group_records as G
+from kcoord.protocol import group_records as G
 from tests.reference.group_script import GroupScript
 from tests.reference.test_differential_consumer_groups import _coordinators_know
 from tests.reference.test_differential_groups import commit, heartbeat, join, sync

@@ -10,8 +10,8 @@ import uuid
 
 import pytest
 
-from protocol import compression
-from protocol.client import WireClient
+from kcoord.protocol import compression
+from kcoord.protocol.client import WireClient
 from tests.reference.differential import Differential
 from tests.reference.test_differential_data import (
     _batch,

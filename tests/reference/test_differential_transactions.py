@@ -21,9 +21,9 @@ from typing import Any, Callable
 
 import pytest
 
-from protocol.client import WireClient
-from protocol.errors import ErrorCode
-from protocol.records import decode_batch, decode_control_record, iter_entries
+from kcoord.protocol.client import WireClient
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import decode_batch, decode_control_record, iter_entries
 from tests.broker import txn_ops as T
 from tests.reference.differential import Differential, Normalizer, Side, differences
 from tests.reference.test_differential_data import (

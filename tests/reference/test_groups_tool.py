@@ -11,7 +11,7 @@ import sys
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from broker.testing import Kcoord
+from kcoord.broker.testing import Kcoord
 from tests.reference import kafka
 from tests.support import REPO
 
@@ -26,7 +26,7 @@ def tools(_reference_pool):
 
 def _both(bootstrap: str, *args: str):
     theirs = kafka.run_tool(TOOL, "--bootstrap-server", bootstrap, *args)
-    ours = subprocess.run([sys.executable, "-m", "broker.cli", "groups", "--bootstrap-server",
+    ours = subprocess.run([sys.executable, "-m", "kcoord.broker.cli", "groups", "--bootstrap-server",
                            bootstrap, *args], capture_output=True, text=True, cwd=REPO,
                           timeout=60)
     return theirs, ours
@@ -167,7 +167,7 @@ def test_deleting_a_group_with_members_and_an_empty_one_as_kafka_s_tool_does(gro
         c.close()
     theirs = kafka.run_tool(TOOL, "--bootstrap-server", groups.bootstrap, "--delete",
                             "--group", "gone-1")
-    ours = subprocess.run([sys.executable, "-m", "broker.cli", "groups", "--bootstrap-server",
+    ours = subprocess.run([sys.executable, "-m", "kcoord.broker.cli", "groups", "--bootstrap-server",
                            groups.bootstrap, "--delete", "--group", "gone-2"],
                           capture_output=True, text=True, cwd=REPO, timeout=60)
     assert ours.returncode == theirs.returncode == 0
@@ -206,7 +206,7 @@ def _reset_both(node, name: str, *args: str, stderr: bool = True):
     args = tuple(a.replace("ORDERS", orders) for a in args)
     theirs = kafka.run_tool(TOOL, "--bootstrap-server", node.bootstrap, "--reset-offsets",
                             "--group", kafka_group, *args)
-    ours = subprocess.run([sys.executable, "-m", "broker.cli", "groups", "--bootstrap-server",
+    ours = subprocess.run([sys.executable, "-m", "kcoord.broker.cli", "groups", "--bootstrap-server",
                            node.bootstrap, "--reset-offsets", "--group", our_group, *args],
                           capture_output=True, text=True, cwd=REPO, timeout=60)
     assert ours.returncode == theirs.returncode, (theirs, ours)
@@ -250,7 +250,7 @@ def test_deleting_offsets_as_kafka_s_tool_does(groups):
     kafka_group, our_group = _twin_groups(groups, "delete-offsets", {0: 5})
     theirs = kafka.run_tool(TOOL, "--bootstrap-server", groups.bootstrap, "--delete-offsets",
                             "--group", kafka_group, "--topic", orders)
-    ours = subprocess.run([sys.executable, "-m", "broker.cli", "groups", "--bootstrap-server",
+    ours = subprocess.run([sys.executable, "-m", "kcoord.broker.cli", "groups", "--bootstrap-server",
                            groups.bootstrap, "--delete-offsets", "--group", our_group,
                            "--topic", orders], capture_output=True, text=True, cwd=REPO,
                           timeout=60)

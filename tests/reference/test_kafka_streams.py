@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from protocol.client import WireClient
+from kcoord.protocol.client import WireClient
 from tests.reference.fixtures import compiled_java
 
 APP = Path(__file__).with_name("java") / "WordCountApp.java"

@@ -13,8 +13,8 @@ import re
 
 import pytest
 
-from storage.config import LogConfig
-from storage.log import PartitionLog
+from kcoord.storage.config import LogConfig
+from kcoord.storage.log import PartitionLog
 from tests.reference import kafka
 from tests.storage.helpers import batch
 
@@ -238,8 +238,8 @@ def test_producer_perf_test_and_dump_log_segments_of_what_it_wrote(tools, make_b
 def test_dump_log_segments_offsets_decoder_reads_kcoord_s_group_records(tools, tmp_path):
     """Kafka's ``DumpLogSegments --offsets-decoder`` decodes the offset commits,
     group metadata and tombstones kcoord writes to ``__consumer_offsets``."""
-    from protocol import group_records as G
-    from protocol.records import Record, build_batch
+    from kcoord.protocol import group_records as G
+    from kcoord.protocol.records import Record, build_batch
 
     member = {"member_id": "m-1", "group_instance_id": "static-1", "client_id": "c1",
               "client_host": "/127.0.0.1", "rebalance_timeout": 300000,
@@ -782,7 +782,7 @@ def test_dump_log_segments_decodes_consumer_group_records(tools, make_broker):
     """The records of a consumer group (types 3 to 8) that kcoord writes are read
     by Kafka's ``DumpLogSegments --offsets-decoder`` as Kafka's own."""
     from confluent_kafka import Consumer
-    from broker.groups.placement import coordinator_partition
+    from kcoord.broker.groups.placement import coordinator_partition
 
     node = make_broker(overrides=CONSUMER_PROTOCOL)
     _produce(node, "dumped", 4, partitions=2)
@@ -909,7 +909,7 @@ def test_dump_log_segments_reads_transactions_kcoord_writes(tools, make_broker):
     """DumpLogSegments shows kcoord's end markers as Kafka writes them, and its
     transaction log decoder reads ``__transaction_state``."""
     from tests.broker import txn_ops as T
-    from protocol.client import WireClient
+    from kcoord.protocol.client import WireClient
     from tests.broker.wire_ops import create_topic
 
     node = make_broker()

@@ -27,7 +27,7 @@ def broker_for_tools(_reference_pool, tmp_path_factory):
 
 def _run(bootstrap: str, ours: bool, *args: str) -> subprocess.CompletedProcess:
     if ours:
-        return subprocess.run([sys.executable, "-m", "broker.cli", "topics",
+        return subprocess.run([sys.executable, "-m", "kcoord.broker.cli", "topics",
                                "--bootstrap-server", bootstrap, *args],
                               capture_output=True, text=True, cwd=REPO, timeout=60)
     return kafka.run_tool(TOOL, "--bootstrap-server", bootstrap, *args)

@@ -21,9 +21,9 @@ import sys
 
 import structlog
 
-from protocol.records import Record, build_batch
-from storage import LogConfig
-from storage.manager import LogManager
+from kcoord.protocol.records import Record, build_batch
+from kcoord.storage import LogConfig
+from kcoord.storage.manager import LogManager
 
 PARTITIONS = ("c", "d", "x")
 

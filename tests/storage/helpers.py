@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from protocol import records as R
-from protocol.records import Record
+from kcoord.protocol import records as R
+from kcoord.protocol.records import Record
 
 
 def batch(values, *, ts=1_000, keys=None, codec=0, ts_step=1) -> bytes:

@@ -10,12 +10,12 @@ import threading
 
 import pytest
 
-from protocol import compression
-from protocol.records import Record, build_batch, decode_record_set
-from storage.config import LogConfig
-from storage.errors import InvalidRecordError
-from storage import log as log_module
-from storage.log import INLINE_RECORDS, VALIDATE_IN_THREAD_BYTES, PartitionLog
+from kcoord.protocol import compression
+from kcoord.protocol.records import Record, build_batch, decode_record_set
+from kcoord.storage.config import LogConfig
+from kcoord.storage.errors import InvalidRecordError
+from kcoord.storage import log as log_module
+from kcoord.storage.log import INLINE_RECORDS, VALIDATE_IN_THREAD_BYTES, PartitionLog
 
 
 def _big(value=b"x" * 100, key=b"k"):

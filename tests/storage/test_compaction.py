@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from protocol import records as R
-from storage import LogConfig, PartitionLog
-from storage.manager import CLEAN_SHUTDOWN_FILE, LogManager, read_checkpoint
+from kcoord.protocol import records as R
+from kcoord.storage import LogConfig, PartitionLog
+from kcoord.storage.manager import CLEAN_SHUTDOWN_FILE, LogManager, read_checkpoint
 from tests.storage.helpers import all_records
 
 CFG = LogConfig(segment_bytes=1_500, cleanup_policy="compact", delete_retention_ms=100)

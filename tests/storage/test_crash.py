@@ -33,9 +33,9 @@ import time
 
 import pytest
 
-from protocol import records as R
-from storage import LogConfig
-from storage.manager import LogManager
+from kcoord.protocol import records as R
+from kcoord.storage import LogConfig
+from kcoord.storage.manager import LogManager
 from tests.storage.crash_child import PARTITIONS, config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

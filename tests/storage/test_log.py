@@ -8,16 +8,16 @@ import struct
 
 import pytest
 
-from protocol import records as R
-from storage import (
+from kcoord.protocol import records as R
+from kcoord.storage import (
     InvalidRecordError,
     LogConfig,
     OffsetOutOfRangeError,
     PartitionLog,
     RecordTooLargeError,
 )
-from storage.errors import CorruptBatchError
-from storage.validator import AppendOrigin
+from kcoord.storage.errors import CorruptBatchError
+from kcoord.storage.validator import AppendOrigin
 from tests.storage.helpers import all_records, batch, batch_offsets
 
 
@@ -350,7 +350,7 @@ def test_retention_deletes_an_expired_active_segment_by_rolling_first(logdir):
 def test_large_appends_get_their_blocks_before_the_write(logdir, monkeypatch):
     """An append of 256 KiB or more has its blocks allocated first, in one call,
     without the file growing before the bytes are there; smaller ones do not."""
-    from storage import files, segment
+    from kcoord.storage import files, segment
 
     calls = []
 
@@ -376,7 +376,7 @@ def test_large_appends_get_their_blocks_before_the_write(logdir, monkeypatch):
 
 
 def test_preallocating_keeps_the_file_size(tmp_path):
-    from storage import files
+    from kcoord.storage import files
 
     path = tmp_path / "f"
     path.write_bytes(b"abc")
@@ -397,7 +397,7 @@ def test_appends_go_on_where_blocks_cannot_be_preallocated(logdir, monkeypatch):
     import ctypes
     import errno
 
-    from storage import files
+    from kcoord.storage import files
 
     tried = []
 

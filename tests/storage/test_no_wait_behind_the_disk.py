@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import threading
 
-from protocol import records as R
-from storage import LogConfig, PartitionLog, cleaner, segment
+from kcoord.protocol import records as R
+from kcoord.storage import LogConfig, PartitionLog, cleaner, segment
 from tests.storage.helpers import all_records
 
 CFG = LogConfig(segment_bytes=1_500, cleanup_policy="compact", delete_retention_ms=100)
@@ -122,7 +122,7 @@ def test_a_topic_deleted_during_a_swap_is_skipped_not_a_disk_failure(tmp_path, m
     log dir is not taken offline."""
     import shutil
 
-    from storage.errors import LogClosedError
+    from kcoord.storage.errors import LogClosedError
 
     failures = []
     for step in (0, 1):  # deleted while the swap commits, then while it finishes

@@ -14,10 +14,10 @@ import tempfile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.records import Record, build_batch
-from storage.config import LogConfig
-from storage.log import PartitionLog
-from storage.validator import AppendOrigin
+from kcoord.protocol.records import Record, build_batch
+from kcoord.storage.config import LogConfig
+from kcoord.storage.log import PartitionLog
+from kcoord.storage.validator import AppendOrigin
 
 configs = st.builds(
     LogConfig,
@@ -76,7 +76,7 @@ def test_own_records_are_appended_as_the_general_path_appends_them(config, appen
 
 def test_the_direct_path_is_taken_for_the_offsets_topic_defaults(monkeypatch):
     """The coordinator's usual writes do not go through the validator at all."""
-    import storage.log as log_module
+    import kcoord.storage.log as log_module
 
     def refuse(*args, **kwargs):
         raise AssertionError("validated after the fact")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.records import Record, batch_header, build_batch
-from storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
-from storage.producer_state import INT32_MAX, NUM_BATCHES_TO_RETAIN, ProducerState, last_sequence
+from kcoord.protocol.records import Record, batch_header, build_batch
+from kcoord.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from kcoord.storage.producer_state import INT32_MAX, NUM_BATCHES_TO_RETAIN, ProducerState, last_sequence
 
 
 def header(seq, count=1, pid=7, epoch=0, base_offset=0, ts=100):
@@ -74,7 +74,7 @@ def test_retention_and_expiry_forget_producers():
 
 # --- in a PartitionLog: rebuilt from the log after a reopen ------------------------------
 
-from storage.log import PartitionLog  # noqa: E402
+from kcoord.storage.log import PartitionLog  # noqa: E402
 
 
 def _idempotent(seq, pid=9, value=b"v"):
@@ -129,7 +129,7 @@ def _append_during_scan(plog):
 
 
 def test_retention_forgets_producers_whose_batches_are_gone(tmp_path):
-    from storage.config import LogConfig
+    from kcoord.storage.config import LogConfig
     plog = PartitionLog(str(tmp_path / "t-0"), LogConfig(retention_ms=1000))
     plog.append(_idempotent(0), now_ms=100)
     assert len(plog.producers) == 1

@@ -9,8 +9,8 @@ import tempfile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import records as R
-from storage import LogConfig, PartitionLog
+from kcoord.protocol import records as R
+from kcoord.storage import LogConfig, PartitionLog
 from tests.storage.helpers import all_records, batch_offsets
 
 SETTINGS = settings(

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.records import Record, build_batch, decode_batch, decode_control_record, iter_entries
-from protocol.records import batch_header
-from storage import LogConfig, PartitionLog
-from storage.errors import (
+from kcoord.protocol.records import Record, build_batch, decode_batch, decode_control_record, iter_entries
+from kcoord.protocol.records import batch_header
+from kcoord.storage import LogConfig, PartitionLog
+from kcoord.storage.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     TransactionCoordinatorFencedError,
 )
-from storage.producer_state import ABORT, COMMIT, AbortedTxn
+from kcoord.storage.producer_state import ABORT, COMMIT, AbortedTxn
 from tests.storage.helpers import all_records
 
 
@@ -215,7 +215,7 @@ def test_compaction_keeps_each_kept_aborts_txnindex_entry(tmp_path):
 
 def test_a_clean_shutdown_leaves_a_snapshot_the_next_open_reads_instead_of_the_log(
         tmp_path, monkeypatch):
-    from storage import producer_load
+    from kcoord.storage import producer_load
 
     directory = tmp_path / "t-0"
     plog = PartitionLog(str(directory))
