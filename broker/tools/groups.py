@@ -14,6 +14,7 @@ member, then topic and partition).
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from dataclasses import dataclass
 
@@ -27,6 +28,22 @@ _STATES = {"preparingrebalance": "PreparingRebalance", "completingrebalance":
            "CompletingRebalance", "stable": "Stable", "dead": "Dead", "empty": "Empty",
            "assigning": "Assigning", "reconciling": "Reconciling"}
 _TYPES = {"consumer": "Consumer", "classic": "Classic"}
+# The messages of the exceptions Kafka's admin client raises for these codes.
+_KAFKA_MESSAGES = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                   "This server does not host this topic-partition."}
+
+
+class Failed(ValueError):
+    """An error Kafka's tool reports through its catch-all: "Executing consumer
+    group command failed due to ..." on stdout, and exit status 0."""
+
+
+class Usage(ValueError):
+    """An error Kafka's tool reports as misuse: the message on stderr, exit status 1."""
+
+
+def _failed(code: int) -> Failed:
+    return Failed(_KAFKA_MESSAGES.get(code, ErrorCode(code).name))
 
 
 def add_parser(sub) -> None:
@@ -42,6 +59,7 @@ def add_parser(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
                         help="the broker to connect to")
+    parser.error = functools.partial(_misuse, parser)
     for action in ACTIONS:
         parser.add_argument(f"--{action}", action="store_true",
                             help={"list": "list the consumer groups",
@@ -67,9 +85,12 @@ def add_parser(sub) -> None:
                           help="by N from the committed offset (negative: back)")
     scenario.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
                           help="to the first offset at or after this time (a zone such as Z "
-                               "or +01:00 may follow; local time otherwise)")
+                               "or +01:00 may follow; UTC otherwise, as in Kafka's tool)")
     scenario.add_argument("--by-duration", metavar="PnDTnHnMnS",
                           help="to the first offset at or after now less this ISO-8601 duration")
+    scenario.add_argument("--from-file", metavar="PATH",
+                          help="to the offsets in a CSV file, as --export writes it: "
+                               "topic,partition,offset (one group) or group,topic,partition,offset")
     parser.add_argument("--dry-run", action="store_true",
                         help="with --reset-offsets: only show the new offsets (the default)")
     parser.add_argument("--execute", action="store_true",
@@ -91,6 +112,13 @@ def add_parser(sub) -> None:
                              "these if given (comma-separated)")
     parser.add_argument("--timeout", type=int, default=5000, metavar="MS",
                         help="how long to wait for an answer (default 5000)")
+
+
+def _misuse(parser: argparse.ArgumentParser, message: str) -> None:
+    """Options that do not go together, or a missing one: exit status 1, as
+    Kafka's tools give it (argparse's own is 2)."""
+    parser.print_usage(sys.stderr)
+    parser.exit(1, f"{parser.prog}: error: {message}\n")
 
 
 def run(args, out=sys.stdout, err=sys.stderr) -> int:
@@ -424,11 +452,11 @@ class _Groups:
             if ":" in arg:
                 topic, _, partitions = arg.partition(":")
                 if not topic or ":" in partitions:
-                    raise ValueError(f"Invalid topic arg '{arg}', expected topic name and "
+                    raise Usage(f"Invalid topic arg '{arg}', expected topic name and "
                                      "partitions")
                 for p in partitions.split(","):
                     if not p.strip().isdigit():
-                        raise ValueError(f"Invalid partition '{p}' specified in topic arg "
+                        raise Usage(f"Invalid partition '{p}' specified in topic arg "
                                          f"'{arg}''")
                     chosen.append((topic, int(p)))
             else:
@@ -439,13 +467,19 @@ class _Groups:
                 "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
             for t in answer["topics"]:
                 if t["error_code"] != ErrorCode.NONE:
-                    raise ValueError(f"Executing consumer group command failed due to "
-                                     f"{ErrorCode(t['error_code']).name}")
+                    raise _failed(t["error_code"])
                 chosen += [(t["name"], p["partition_index"]) for p in t["partitions"]]
         return chosen
 
-    def plan_reset(self, group: str, args) -> dict[tuple[str, int], int]:
-        """The new offset of each partition in scope, as Kafka's tool computes it."""
+    def plan_reset(self, group: str, args, plan: dict | None = None) -> dict[tuple[str, int], int]:
+        """The new offset of each partition in scope, as Kafka's tool computes it;
+        with --from-file, the group's offsets in ``plan`` (its parsed file), kept
+        within the log whatever the scope (a scope given is still looked up, so a
+        topic that does not exist is an error, as in Kafka's tool)."""
+        if args.from_file is not None:
+            if args.all_topics or args.topic:
+                self._scope(group, args)
+            return self._within_log(plan[group])
         partitions = self._scope(group, args)
         if args.to_earliest:
             return self._listed_or_fail(partitions, EARLIEST, "starting offset")
@@ -463,7 +497,7 @@ class _Groups:
             committed = self._committed(group)
             missing = [tp for tp in partitions if tp not in committed]
             if missing:
-                raise ValueError(f"Cannot shift offset for partition {missing[0][0]}-"
+                raise Usage(f"Cannot shift offset for partition {missing[0][0]}-"
                                  f"{missing[0][1]} since there is no current committed offset")
             return self._within_log({tp: committed[tp] + args.shift_by for tp in partitions})
         import time
@@ -524,8 +558,7 @@ class _Groups:
         for t in answer["topics"]:
             for p in t["partitions"]:
                 if p["error_code"] != ErrorCode.NONE:
-                    raise ValueError(f"Executing consumer group command failed due to "
-                                     f"{ErrorCode(p['error_code']).name}")
+                    raise _failed(p["error_code"])
 
     def delete_offsets(self, group: str, topics) -> int:
         partitions = self._scope(group, argparse.Namespace(all_topics=False, topic=topics))
@@ -672,13 +705,13 @@ EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 def _reset(tool: "_Groups", groups, args, err) -> int:
     scenarios = [args.to_earliest, args.to_latest, args.to_current, args.to_offset is not None,
                  args.shift_by is not None, args.to_datetime is not None,
-                 args.by_duration is not None]
+                 args.by_duration is not None, args.from_file is not None]
     if not any(scenarios):
         print("Option '[reset-offsets]' requires one of the following scenarios: "
               "[to-offset], [to-datetime], [by-duration], [to-earliest], [to-latest], "
               "[shift-by], [from-file], [to-current]", file=err)
         return 1
-    if not args.all_topics and not args.topic:
+    if args.from_file is None and not args.all_topics and not args.topic:
         print("One of the reset scopes should be defined: --all-topics, --topic.", file=err)
         return 1
     if not args.dry_run and not args.execute:
@@ -689,6 +722,7 @@ def _reset(tool: "_Groups", groups, args, err) -> int:
               file=err)
     described = tool._describe(groups)
     result: dict[str, dict[tuple[str, int], int]] = {}
+    plan = None
     for group in groups:
         state = described[group]["group_state"]
         if state not in ("Empty", "Dead"):
@@ -697,7 +731,19 @@ def _reset(tool: "_Groups", groups, args, err) -> int:
             result[group] = {}
             continue
         try:
-            planned = tool.plan_reset(group, args)
+            if args.from_file is not None:
+                plan = plan if plan is not None else read_reset_plan(args.from_file, groups)
+                if group not in plan:
+                    tool._print(f"\nError: No reset plan for group {group} found.")
+                    result[group] = {}
+                    continue
+            planned = tool.plan_reset(group, args, plan)
+        except Failed as exc:
+            tool._print(f"\nError: Executing consumer group command failed due to {exc}")
+            return 0
+        except Usage as exc:
+            print(exc, file=err)
+            return 1
         except ValueError as exc:
             print(f"\nError: {exc}", file=tool.out)
             return 1
@@ -723,21 +769,78 @@ def _reset(tool: "_Groups", groups, args, err) -> int:
     return 0
 
 
+_NO_CONTENT = ("com.fasterxml.jackson.databind.exc.MismatchedInputException: No content to "
+               "map due to end-of-input\n at [Source: (StringReader); line: UNKNOWN, column: "
+               "UNKNOWN]")
+
+
+def read_reset_plan(path: str, groups: list[str]) -> dict[str, dict[tuple[str, int], int]]:
+    """A --from-file reset plan, read as Kafka's GroupOffsetsResetter reads it: lines
+    of ``topic,partition,offset`` when one group is named and the first line has
+    that form, otherwise ``group,topic,partition,offset``.  Failed says why a
+    file cannot be used, in the words of Kafka's tool."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        raise Failed(f"java.io.IOException: Unable to read file {path}") from None
+    # Lines as Java's String.split gives them: trailing empty ones dropped (what
+    # --export writes ends with a blank line), but an empty file is one empty line.
+    lines = text.split("\n")
+    while text and lines and lines[-1] == "":
+        lines.pop()
+    lines = [line.rstrip("\r") for line in lines]
+    if "" in lines:
+        raise Failed(_NO_CONTENT)
+    if not lines:
+        return {}
+    rows = [line.split(",") for line in lines]
+    plan: dict[str, dict[tuple[str, int], int]] = {}
+    if len(groups) == 1 and len(rows[0]) == 3 and _is_int(rows[0][1]) and _is_int(rows[0][2]):
+        for row in rows:
+            plan.setdefault(groups[0], {})[(row[0], _number(row, 1))] = _number(row, 2)
+        return plan
+    for row in rows:
+        if len(row) > 4:
+            raise Failed(f"too many entries in line {','.join(row)!r}: expected at most 4")
+        row = row + [""] * (4 - len(row))
+        plan.setdefault(row[0], {})[(row[1], _number(row, 2))] = _number(row, 3)
+    return plan
+
+
+def _is_int(text: str) -> bool:
+    return text.lstrip("-").isdigit()
+
+
+def _number(row: list[str], i: int) -> int:
+    """A partition or offset column: empty (a short line) is 0, as Kafka's CSV reader
+    fills missing trailing columns."""
+    if row[i] == "":
+        return 0
+    if not _is_int(row[i]):
+        raise Failed(f"{row[i]!r} in line {','.join(row).rstrip(',')!r} is not a number")
+    return int(row[i])
+
+
 def _parse_datetime(text: str) -> int:
     """Kafka's Utils.getDateTime: ``yyyy-MM-ddTHH:mm:ss.SSS``, then an optional zone
-    (``Z``, ``+01:00``, ``+0100``); local time without one.  Milliseconds."""
+    (``Z``, ``+01:00``, ``+0100``, ``+01``); UTC without one, as Kafka reads it (it
+    appends ``Z``).  Milliseconds; Failed in Kafka's words otherwise."""
     import re
     from datetime import datetime
-    m = re.fullmatch(r"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3})(Z|[+-]\d{2}:?\d{2})?", text)
-    if not m:
-        raise ValueError(f"Error parsing timestamp: {text!r} is not yyyy-MM-ddTHH:mm:ss.SSS")
-    zone = m.group(2) or ""
-    if zone == "Z":
-        zone = "+0000"
-    parsed = datetime.strptime(m.group(1) + zone.replace(":", ""),
-                               "%Y-%m-%dT%H:%M:%S.%f" + ("%z" if zone else ""))
-    if not zone:
-        parsed = parsed.astimezone()
+    if "T" not in text:
+        raise Failed("java.text.ParseException: Error parsing timestamp. It does not contain "
+                     "a 'T' according to ISO8601 format")
+    if not any(c in text.split("T")[1] for c in "+-Z"):
+        text += "Z"
+    m = re.fullmatch(r"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3})(Z|[+-]\d{2}(?::?\d{2})?)", text)
+    try:
+        if not m:
+            raise ValueError(text)
+        zone = "+0000" if m.group(2) == "Z" else m.group(2).replace(":", "").ljust(5, "0")
+        parsed = datetime.strptime(m.group(1) + zone, "%Y-%m-%dT%H:%M:%S.%f%z")
+    except ValueError:
+        raise Failed(f'java.text.ParseException: Unparseable date: "{text}"') from None
     return int(parsed.timestamp() * 1000)
 
 
@@ -747,7 +850,7 @@ def _parse_duration_ms(text: str) -> int:
     m = re.fullmatch(r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?"
                      r"(?:([-+]?\d+(?:\.\d{1,9})?)S)?)?", text.upper())
     if not m or text.upper() in ("P", "PT") or text.upper().endswith("T"):
-        raise ValueError(f"Text cannot be parsed to a Duration: {text}")
+        raise Failed("Text cannot be parsed to a Duration")
     days, hours, minutes = (int(g or 0) for g in m.group(2, 3, 4))
     seconds = float(m.group(5) or 0)
     total = ((days * 24 + hours) * 60 + minutes) * 60_000 + round(seconds * 1000)

@@ -220,6 +220,28 @@ def _reset_both(node, name: str, *args: str, stderr: bool = True):
 
 
 @pytest.mark.parametrize("args", [
+    ("--topic", "ORDERS", "--shift-by", "1", "--dry-run"),  # no committed offset on 1
+    ("--topic", "no-such-topic", "--to-earliest", "--dry-run"),
+    ("--topic", "ORDERS:x", "--to-earliest", "--dry-run"),
+    ("--all-topics", "--to-datetime", "yesterday", "--dry-run"),
+    ("--all-topics", "--to-datetime", "2000-13-99T99:00:00.000", "--dry-run"),
+    ("--all-topics", "--by-duration", "an hour", "--dry-run"),
+], ids=lambda a: " ".join(a))
+def test_a_reset_that_cannot_be_planned_fails_as_kafka_s_tool_fails(groups, args):
+    """The same exit status, and the same words where Kafka's tool prints them on
+    stdout; where it prints them with its usage on stderr, the same first line."""
+    admin = Kcoord(groups.bootstrap)
+    orders = next(t for t in _topics(admin) if t.startswith("orders"))
+    admin.close()
+    args = tuple(a.replace("ORDERS", orders) for a in args)
+    theirs, ours = _both(groups.bootstrap, "--reset-offsets", "--group", "old-group", *args)
+    assert ours.returncode == theirs.returncode, (theirs, ours)
+    assert ours.stdout == theirs.stdout, (theirs, ours)
+    if theirs.returncode:
+        assert ours.stderr.splitlines()[0] == theirs.stderr.splitlines()[0], (theirs, ours)
+
+
+@pytest.mark.parametrize("args", [
     ("--all-topics", "--to-earliest"),
     ("--all-topics", "--to-latest", "--execute"),
     ("--topic", "ORDERS:0", "--to-offset", "3", "--execute"),
@@ -270,3 +292,81 @@ def test_resetting_a_group_that_does_not_exist_as_kafka_s_tool_does(groups):
     out = _same(groups.bootstrap, "--reset-offsets", "--group", "never-used", "--topic", orders,
                 "--to-earliest", "--dry-run")
     assert "never-used" in out and orders in out
+
+
+def _from_file_both(node, tmp_path, name: str, plan: str, *args: str, groups: int = 1):
+    """--reset-offsets --from-file on twin groups: Kafka's tool resets ``name-k``
+    from the plan, kcoord's ``name-o`` from the same plan with the group renamed.
+    Kafka prints a plan's rows in hash order: compared as sets."""
+    admin = Kcoord(node.bootstrap)
+    orders = next(t for t in _topics(admin) if t.startswith("orders"))
+    twins = [_twin_groups(node, f"{name}{i}", {0: 5}) for i in range(groups)]
+    results = []
+    for side, tool in ((0, "kafka"), (1, "kcoord")):
+        mine = [pair[side] for pair in twins]
+        text = plan.replace("ORDERS", orders)
+        for i, group in enumerate(mine):
+            text = text.replace(f"GROUP{i}", group)
+        path = tmp_path / f"plan-{tool}.csv"
+        path.write_text(text)
+        command = ("--reset-offsets", *[a for g in mine for a in ("--group", g)],
+                   "--from-file", str(path), *[a.replace("ORDERS", orders) for a in args])
+        if tool == "kafka":
+            results.append(kafka.run_tool(TOOL, "--bootstrap-server", node.bootstrap, *command))
+        else:
+            results.append(subprocess.run(
+                [sys.executable, "-m", "kcoord.broker.cli", "groups", "--bootstrap-server",
+                 node.bootstrap, *command], capture_output=True, text=True, cwd=REPO,
+                timeout=60))
+    theirs, ours = results
+    expected = theirs.stdout
+    for kafka_group, our_group in twins:
+        expected = expected.replace(kafka_group, our_group)
+    expected = expected.replace("plan-kafka.csv", "plan-kcoord.csv")
+    assert ours.returncode == theirs.returncode, (theirs, ours)
+    assert sorted(ours.stdout.split("\n")) == sorted(expected.split("\n")), (theirs, ours)
+    for kafka_group, our_group in twins:
+        assert admin.committed(our_group) == admin.committed(kafka_group)
+    admin.close()
+    return ours
+
+
+@pytest.mark.parametrize("plan, args, count", [
+    ("ORDERS,0,1\n", ("--execute",), 1),  # no scope needed: the file is the scope
+    ("ORDERS,0,2\r\n", ("--all-topics", "--dry-run"), 1),
+    ("ORDERS,0,100\n", ("--topic", "ORDERS", "--execute"), 1),  # past the end: the end
+    ("ORDERS,0,1\n", ("--topic", "no-such-topic", "--execute"), 1),  # the scope is looked up
+    ("GROUP0,ORDERS,0,3\n", ("--execute",), 1),  # the form with groups, one group
+    ("GROUP0,ORDERS,0,3\nGROUP1,ORDERS,0,4\n", ("--execute",), 2),
+    ("GROUP0,ORDERS,0,3\n", ("--dry-run",), 2),  # no plan for the second group
+    ("ORDERS,0,3\n", ("--dry-run",), 2),  # without groups, two groups: no plan for either
+    ("other,ORDERS,0,3\n", ("--execute",), 1),
+    ("GROUP0,ORDERS,0,3\nGROUP1,ORDERS,0,4\n", ("--dry-run", "--export"), 2),
+    ("ORDERS,0,4\n", ("--dry-run", "--export"), 1),
+    ("", ("--dry-run",), 1),  # an empty file
+    ("ORDERS,0,1\n\nORDERS,0,2\n", ("--dry-run",), 1),  # a blank line
+    ("ORDERS,0,2\n\n\n", ("--execute",), 1),  # blank lines at the end, as --export ends
+    ("\n\n", ("--dry-run",), 1),  # only blank lines
+])
+def test_resetting_from_a_file_as_kafka_s_tool_does(groups, tmp_path, plan, args, count):
+    name = f"file-{abs(hash((plan, args, count))) % 10**6}"
+    ours = _from_file_both(groups, tmp_path, name, plan, *args, groups=count)
+    if args == ("--execute",) and "other" not in plan:
+        assert Kcoord(groups.bootstrap).committed(f"{name}0-o") != {(next(
+            t for t in _topics(Kcoord(groups.bootstrap)) if t.startswith("orders")), 0): 5}
+    assert ours.stderr.strip() == "" or "is higher than latest offset" in ours.stderr
+
+
+def test_a_plan_file_that_cannot_be_read_is_named_as_kafka_s_tool_names_it(groups, tmp_path):
+    theirs, ours = _both(groups.bootstrap, "--reset-offsets", "--group", "old-group",
+                         "--from-file", str(tmp_path / "missing.csv"), "--dry-run")
+    assert (ours.returncode, ours.stdout) == (theirs.returncode, theirs.stdout)
+
+
+def test_from_file_with_another_scenario_is_refused_as_kafka_s_tool_refuses_it(groups, tmp_path):
+    plan = tmp_path / "plan.csv"
+    plan.write_text("t,0,1\n")
+    theirs, ours = _both(groups.bootstrap, "--reset-offsets", "--group", "old-group",
+                         "--from-file", str(plan), "--to-earliest", "--dry-run")
+    assert ours.returncode == theirs.returncode != 0
+    assert "from-file" in ours.stderr and "to-earliest" in ours.stderr
