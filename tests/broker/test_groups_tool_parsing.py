@@ -62,6 +62,12 @@ def test_a_plan_without_groups_is_the_one_group_s(tmp_path):
         {"g": {("orders", 0): 5, ("orders", 1): 7}}
 
 
+def test_a_one_line_plan_and_a_negative_offset(tmp_path):
+    # A negative offset is read as written; planning then keeps it within the log.
+    assert _plan(tmp_path, "orders,2,-1", ["g"]) == {"g": {("orders", 2): -1}}
+    assert _plan(tmp_path, "g,orders,2,-3\n", ["g"]) == {"g": {("orders", 2): -3}}
+
+
 def test_what_export_writes_is_a_plan(tmp_path):
     # --export ends with a blank line, as Kafka's does; Kafka's reader drops
     # trailing empty lines (Java's split), an empty line inside is an error.
