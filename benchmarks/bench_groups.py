@@ -364,6 +364,7 @@ def _compaction_under_storm(seconds: float = STORM_SECONDS) -> dict:
     events: list = []
     with broker_server("--override", "offsets.topic.segment.bytes=65536",
                        "--override", "log.cleaner.backoff.ms=100",
+                       "--override", "kcoord.offsets.topic.min.compaction.lag.ms=0",
                        events=events) as (port, _pid):
         probe = LagProbe(port)
         probe.start()

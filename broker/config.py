@@ -379,6 +379,11 @@ _BROKER_DEFS: list[ConfigDef] = [
                   "the second transaction protocol (KIP-890); 1 or 0 keeps them to the first."),
     ConfigDef("kcoord.fsync.policy", STRING, "never", choices=("never", "batch", "always"),
               doc="When appends are fsynced before they are acknowledged (kcoord property)."),
+    ConfigDef("kcoord.offsets.topic.min.compaction.lag.ms", LONG, 0, validator=_nonneg,
+              doc="The min.compaction.lag.ms topic config __consumer_offsets is created with, "
+                  "as offsets.topic.segment.bytes gives its segment.bytes (kcoord property; "
+                  "Kafka creates it without one): how long superseded offset commits stay "
+                  "for kcoord pipeline history. Changed later with kafka-configs on the topic."),
 ]
 
 # These synonyms are unset by default: a coarser property supplies the value
@@ -425,6 +430,7 @@ DEV_DEFAULTS: dict[str, tuple[Any, Any]] = {
     "log.segment.bytes": (67_108_864, 1_073_741_824),
     "log.roll.hours": (1, 168),
     "log.cleaner.backoff.ms": (1_000, 15_000),
+    "kcoord.offsets.topic.min.compaction.lag.ms": (86_400_000, 0),
 }
 
 # Properties Kafka accepts that have no effect on a single kcoord node; they are

@@ -178,11 +178,15 @@ class TopicManager:
         return False
 
     def _offsets_topic_configs(self) -> dict[str, str]:
-        return _below_the_floor(OFFSETS_TOPIC, {
+        configs = {
             "cleanup.policy": "compact",
             "compression.type": "producer",
             "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
-        }, quiet=True)
+        }
+        lag = self.config["kcoord.offsets.topic.min.compaction.lag.ms"]
+        if lag:  # superseded commits kept that long (a day by default, for their history)
+            configs["min.compaction.lag.ms"] = str(lag)
+        return _below_the_floor(OFFSETS_TOPIC, configs, quiet=True)
 
     def _add(self, topic: Topic) -> None:
         self.version += 1

@@ -169,7 +169,8 @@ def broker_properties(data_dir: Path, port: int, controller_port: int,
         # default behind it is compared too (KCOORD_STATIC_PROPERTIES).
         **KCOORD_STATIC_PROPERTIES,
     }
-    props.update({name: dev for name, (dev, _kafka) in DEV_DEFAULTS.items()})
+    props.update({name: dev for name, (dev, _kafka) in DEV_DEFAULTS.items()
+                  if not name.startswith("kcoord.")})  # kcoord's own: unknown to Kafka
     props.update(extra or {})
     return {k: str(v) for k, v in props.items()}
 

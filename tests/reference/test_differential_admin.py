@@ -470,6 +470,7 @@ def test_describe_configs_broker_answers_kafka_values_for_what_kcoord_knows(diff
     kafkas = {c["name"]: c for c in theirs["results"][0]["configs"]}
     # group.consumer.migration.policy is internal in Kafka 3.9, public in 4.x
     assert set(mine) - set(kafkas) <= {"kcoord.fsync.policy", "kcoord.transaction.version",
+                                       "kcoord.offsets.topic.min.compaction.lag.ms",
                                        "group.consumer.migration.policy"}
     assert len(kafkas) > 2 * len(mine)
     # writable: what kcoord changes at run time, as Kafka (compared below), but
@@ -515,7 +516,8 @@ def test_describe_configs_broker_answers_kafka_values_for_what_kcoord_knows(diff
     assert {n: writable[0][n] for n in common} == {n: writable[1][n] for n in common}
     # (4.x dropped the message format properties kcoord still reads for 3.9's sake)
     assert set(writable[0]) - set(writable[1]) == {
-        "kcoord.fsync.policy", "kcoord.transaction.version", "log.message.downconversion.enable",
+        "kcoord.fsync.policy", "kcoord.transaction.version",
+        "kcoord.offsets.topic.min.compaction.lag.ms", "log.message.downconversion.enable",
         "log.message.format.version", "log.message.timestamp.difference.max.ms"}
 
 
