@@ -14,7 +14,9 @@ member, then topic and partition).
 from __future__ import annotations
 
 import argparse
+import csv
 import functools
+import json
 import sys
 from dataclasses import dataclass
 
@@ -23,6 +25,18 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.group_records import consumer_assignment
 
 MISSING = "-"
+OUTPUTS = ("table", "json", "csv")
+# The fields of each kind of row --output json/csv gives, in their CSV order.
+FIELDS = {
+    "list": ("group", "type", "state"),
+    "offsets": ("group", "topic", "partition", "current_offset", "log_end_offset", "lag",
+                "consumer_id", "host", "client_id"),
+    "members": ("group", "consumer_id", "group_instance_id", "host", "client_id", "partitions",
+                "assignment"),
+    "state": ("group", "coordinator", "coordinator_id", "assignment_strategy", "state",
+              "members"),
+    "reset": ("group", "topic", "partition", "new_offset"),
+}
 ACTIONS = ("list", "describe", "delete", "reset-offsets", "delete-offsets")
 _STATES = {"preparingrebalance": "PreparingRebalance", "completingrebalance":
            "CompletingRebalance", "stable": "Stable", "dead": "Dead", "empty": "Empty",
@@ -110,6 +124,10 @@ def add_parser(sub) -> None:
     parser.add_argument("--type", nargs="?", const="", default=None, metavar="TYPES",
                         help="with --list: show each group's type (Consumer, Classic), only "
                              "these if given (comma-separated)")
+    parser.add_argument("--output", choices=OUTPUTS, default="table",
+                        help="with --list, --describe or --reset-offsets: Kafka's table "
+                             "(default), or one JSON array or CSV of the rows, for scripts; "
+                             "notes and errors then go to stderr")
     parser.add_argument("--timeout", type=int, default=5000, metavar="MS",
                         help="how long to wait for an answer (default 5000)")
 
@@ -139,21 +157,27 @@ def run(args, out=sys.stdout, err=sys.stderr) -> int:
         print(f"\nError: Executing consumer group command failed due to {exc}", file=out)
         return 1
     with client:
-        tool = _Groups(client, out, err)
-        if actions[0] == "list":
-            return tool.list(args.state, args.type)
-        groups = tool.consumer_group_ids() if args.all_groups else args.group
-        if actions[0] == "delete":
-            return tool.delete(groups)
-        if actions[0] == "reset-offsets":
-            return _reset(tool, groups, args, err)
-        if actions[0] == "delete-offsets":
-            return tool.delete_offsets(args.group[0], args.topic)
-        if args.members:
-            return tool.describe_members(groups, args.verbose)
-        if args.state is not None and not args.offsets:
-            return tool.describe_state(groups)
-        return tool.describe_offsets(groups)
+        tool = _Groups(client, out, err, getattr(args, "output", "table"))
+        status = _act(tool, actions[0], args, err)
+        tool.flush()
+        return status
+
+
+def _act(tool: "_Groups", action: str, args, err) -> int:
+    if action == "list":
+        return tool.list(args.state, args.type)
+    groups = tool.consumer_group_ids() if args.all_groups else args.group
+    if action == "delete":
+        return tool.delete(groups)
+    if action == "reset-offsets":
+        return _reset(tool, groups, args, err)
+    if action == "delete-offsets":
+        return tool.delete_offsets(args.group[0], args.topic)
+    if args.members:
+        return tool.describe_members(groups, args.verbose)
+    if args.state is not None and not args.offsets:
+        return tool.describe_state(groups)
+    return tool.describe_offsets(groups)
 
 
 @dataclass
@@ -170,13 +194,41 @@ class _Row:
 
 
 class _Groups:
-    def __init__(self, client: WireClient, out, err):
+    def __init__(self, client: WireClient, out, err, output: str = "table"):
         self.client = client
         self.out = out
         self.err = err
+        self.output = output
+        self.kind: str | None = None  # the kind of rows emitted (FIELDS)
+        self.rows: list[dict] = []
+
+    @property
+    def structured(self) -> bool:
+        return self.output != "table"
 
     def _print(self, text: str = "", *, end: str = "\n", to=None) -> None:
-        print(text, end=end, file=to or self.out)
+        """Text for people: on stdout with Kafka's tables, on stderr when stdout
+        carries JSON or CSV."""
+        print(text, end=end, file=to or (self.err if self.structured else self.out))
+
+    def emit(self, kind: str, **row) -> None:
+        """One row of --output json/csv."""
+        self.kind = kind
+        self.rows.append({name: row.get(name) for name in FIELDS[kind]})
+
+    def flush(self) -> None:
+        """The rows emitted, as one JSON array or CSV with a header line."""
+        if not self.structured or self.kind is None:
+            return
+        if self.output == "json":
+            json.dump(self.rows, self.out, indent=2)
+            self.out.write("\n")
+            return
+        writer = csv.writer(self.out, lineterminator="\n")
+        writer.writerow(FIELDS[self.kind])
+        for row in self.rows:
+            writer.writerow(["" if v is None or v == [] else _assignment_text(v)
+                             if isinstance(v, list) else v for v in row.values()])
 
     # -- listing -------------------------------------------------------------------------
 
@@ -192,9 +244,16 @@ class _Groups:
         return [g["group_id"] for g in self._listed()]
 
     def list(self, state_filter: str | None, type_filter: str | None = None) -> int:
+        if self.structured:
+            self.kind = "list"
         if state_filter is None and type_filter is None:
             for group in self._listed():
-                self._print(group["group_id"])
+                if self.structured:
+                    self.emit("list", group=group["group_id"],
+                              type=_TYPES.get(group["group_type"], group["group_type"]),
+                              state=group["group_state"])
+                else:
+                    self._print(group["group_id"])
             return 0
         wanted = [s.strip() for s in (state_filter or "").split(",") if s.strip()]
         unknown = [s for s in wanted if s.lower() not in _STATES]
@@ -216,6 +275,12 @@ class _Groups:
                 (f" {kind:<20}" if type_filter is not None else "") + \
                 (f" {state:<20}" if state_filter is not None else "")
 
+        if self.structured:
+            for g in groups:
+                self.emit("list", group=g["group_id"],
+                          type=_TYPES.get(g["group_type"], g["group_type"]),
+                          state=g["group_state"])
+            return 0
         self._print(row("GROUP", "TYPE", "STATE"))
         for g in groups:
             self._print(row(g["group_id"], _TYPES.get(g["group_type"], g["group_type"]),
@@ -316,10 +381,19 @@ class _Groups:
         described = self._checked(groups)
         if described is None:
             return 1
+        self.kind = "offsets"
         for group in sorted(described):
             found = described[group]
             rows = self._offset_rows(group, found) if found["error_code"] == 0 else None
             if not self._print_state_note(group, found, None if rows is None else len(rows)):
+                continue
+            if self.structured:
+                for r in rows:
+                    self.emit("offsets", group=r.group, topic=r.topic,
+                              partition=int(r.partition), current_offset=_number_or_none(r.offset),
+                              log_end_offset=_number_or_none(r.log_end), lag=_number_or_none(r.lag),
+                              consumer_id=_text_or_none(r.consumer_id),
+                              host=_text_or_none(r.host), client_id=_text_or_none(r.client_id))
                 continue
             widths = [max([15] + [len(getattr(r, f)) for r in rows])
                       for f in ("group", "topic", "consumer_id", "host")]
@@ -367,6 +441,15 @@ class _Groups:
             printable = self._print_state_note(
                 group, found, None if members is None else len(members))
             members = members if printable else []
+            if self.structured:
+                self.kind = "members"
+                for m in members:
+                    self.emit("members", group=group, consumer_id=m["member_id"],
+                              group_instance_id=m["group_instance_id"] or None,
+                              host=m["client_host"], client_id=m["client_id"],
+                              partitions=len(self._partitions(m)),
+                              assignment=[list(tp) for tp in self._partitions(m)])
+                continue
             instance = any(m["group_instance_id"] for m in members)
             w = {"group": max([15] + [len(group) for _ in members]),
                  "id": max([15] + [len(m["member_id"]) for m in members]),
@@ -407,11 +490,19 @@ class _Groups:
         if described is None:
             return 1
         coordinator = self._coordinator_text(groups)
+        self.kind = "state"
         for group in sorted(described):
             found = described[group]
             if not self._print_state_note(group, found, 1 if found["error_code"] == 0 else None):
                 continue
             where = coordinator.get(group, MISSING)
+            if self.structured:
+                address, _, node = where.partition("  (")
+                self.emit("state", group=group, coordinator=_text_or_none(address),
+                          coordinator_id=int(node.rstrip(")")) if node else None,
+                          assignment_strategy=found["protocol_data"] or None,
+                          state=found["group_state"], members=len(found["members"]))
+                continue
             line = f"{{:<{max(15, len(group))}}} {{:<{max(25, len(where))}}} {{:<20}} {{:<20}} {{}}"
             self._print()
             self._print(line.format("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE",
@@ -655,6 +746,14 @@ def _shown(value) -> str:
     return MISSING if value is None else str(value)
 
 
+def _number_or_none(text: str) -> int | None:
+    return None if text == MISSING else int(text)
+
+
+def _text_or_none(text: str) -> str | None:
+    return None if text == MISSING else text
+
+
 def _assignment_text(owned: list[tuple[str, int]]) -> str:
     """``orders:0;payments:0,1`` as Kafka 4's tool writes an assignment."""
     if not owned:
@@ -750,6 +849,13 @@ def _reset(tool: "_Groups", groups, args, err) -> int:
         if args.execute and not args.dry_run:
             tool.commit(group, planned)
         result[group] = planned
+    if tool.structured:
+        tool.kind = "reset"
+        for group, planned in result.items():
+            for (topic, partition), offset in sorted(planned.items()):
+                tool.emit("reset", group=group, topic=topic, partition=partition,
+                          new_offset=offset)
+        return 0
     if args.export:
         lines = [f"{tp[0]},{tp[1]},{o}" if len(result) == 1 else f"{g},{tp[0]},{tp[1]},{o}"
                  for g, planned in result.items() for tp, o in sorted(planned.items())]

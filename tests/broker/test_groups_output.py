@@ -1,0 +1,106 @@
+"""``kcoord groups --output json|csv``: the rows of Kafka's tables (which
+tests/reference/test_groups_tool.py compares with Kafka's own tool) as one JSON
+array or a CSV with a header, for scripts: the same values, numbers as numbers,
+an empty cell where the table shows ``-``, and stdout holding nothing else."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from kcoord.broker.testing import Kcoord
+from tests.support import REPO, BrokerThread
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """A broker with ``orders`` (2 partitions, 5 records on 0) and ``billing``:
+    one live member owning both partitions, offset 2 committed on partition 0."""
+    node = BrokerThread(tmp_path_factory.mktemp("groups-output")).start()
+    admin = Kcoord(node.bootstrap)
+    orders = admin.create_topic("orders", partitions=2)
+    admin.produce(orders, [b"x"] * 5, partition=0)
+    member = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "billing",
+                       "client.id": "billing-client", "enable.auto.commit": False,
+                       "auto.offset.reset": "earliest"})
+    member.subscribe([orders])
+    for _ in range(200):  # bounded: the member joins inside poll()
+        member.poll(0.05)
+        if len(member.assignment()) == 2:
+            break
+    member.commit(offsets=[TopicPartition(orders, 0, 2)], asynchronous=False)
+    yield node, orders, member
+    member.close()
+    admin.close()
+    node.stop()
+
+
+def _groups(node, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kcoord.broker.cli", "groups",
+                           "--bootstrap-server", node.bootstrap, *args], capture_output=True,
+                          text=True, cwd=REPO, timeout=60)
+
+
+def _table(text: str) -> list[list[str]]:
+    return [line.split() for line in text.strip().splitlines()[1:]]
+
+
+def test_offsets_as_json_and_csv_are_the_table_s_rows(live):
+    node, orders, member = live
+    table = _table(_groups(node, "--describe", "--group", "billing").stdout)
+    rows = json.loads(_groups(node, "--describe", "--group", "billing", "--output",
+                              "json").stdout)
+    assert [[str(v) if v is not None else "-" for v in r.values()] for r in rows] == table
+    by_partition = {r["partition"]: r for r in rows}
+    assert (by_partition[0]["current_offset"], by_partition[0]["log_end_offset"],
+            by_partition[0]["lag"]) == (2, 5, 3)
+    assert by_partition[1]["current_offset"] is None and by_partition[1]["lag"] is None
+    assert {r["client_id"] for r in rows} == {"billing-client"}
+    as_csv = list(csv.DictReader(io.StringIO(
+        _groups(node, "--describe", "--group", "billing", "--output", "csv").stdout)))
+    assert as_csv == [{k: "" if v is None else str(v) for k, v in r.items()} for r in rows]
+
+
+def test_members_and_state_as_json(live):
+    node, orders, member = live
+    (row,) = json.loads(_groups(node, "--describe", "--group", "billing", "--members",
+                                "--output", "json").stdout)
+    assert row["client_id"] == "billing-client" and row["partitions"] == 2
+    assert sorted(map(tuple, row["assignment"])) == [(orders, 0), (orders, 1)]
+    (state,) = json.loads(_groups(node, "--describe", "--group", "billing", "--state",
+                                  "--output", "json").stdout)
+    assert (state["state"], state["members"], state["assignment_strategy"]) == \
+        ("Stable", 1, "range")
+    assert state["coordinator"] == node.bootstrap and state["coordinator_id"] == 1
+    (listed,) = [g for g in json.loads(_groups(node, "--list", "--output", "json").stdout)
+                 if g["group"] == "billing"]
+    assert listed == {"group": "billing", "type": "Classic", "state": "Stable"}
+
+
+def test_a_reset_plan_as_json_and_notes_on_stderr(live, tmp_path):
+    node, orders, _member = live
+    with Kcoord(node.bootstrap) as k:
+        group = k.group("idle")
+        k.call(8, 8, {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+                      "group_instance_id": None, "topics": [{"name": orders, "partitions": [
+                          {"partition_index": 0, "committed_offset": 1,
+                           "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+        run = _groups(node, "--reset-offsets", "--group", group, "--all-topics", "--to-latest",
+                      "--execute", "--output", "json")
+        assert json.loads(run.stdout) == [{"group": group, "topic": orders, "partition": 0,
+                                           "new_offset": 5}]
+        assert k.committed(group) == {(orders, 0): 5}
+    # A group that does not exist: an empty array on stdout, why on stderr.
+    missing = _groups(node, "--describe", "--group", "no-such-group", "--output", "json")
+    assert json.loads(missing.stdout) == [] and "no-such-group" in missing.stderr
+    # A live group is not reset: the refusal on stderr, no rows.
+    refused = _groups(node, "--reset-offsets", "--group", "billing", "--all-topics",
+                      "--to-earliest", "--output", "csv")
+    assert refused.stdout == "group,topic,partition,new_offset\n"
+    assert "can only be reset if the group 'billing' is inactive" in refused.stderr
