@@ -33,9 +33,14 @@ def load_or_create_identity(data_dir: Path, node_id: int) -> str:
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / "meta.properties"
     if path.exists():
-        props = read_properties(path)
-        stored = props.get("node.id")
-        if stored is not None and int(stored) != node_id:
+        try:
+            props = read_properties(path)
+            stored = props.get("node.id")
+            stored = None if stored is None else int(stored)
+        except ValueError as exc:  # a malformed escape, a node id that is not a number
+            raise DataDirError(f"{path} cannot be read: {exc}. Repair it, or move the data "
+                               f"dir aside to start an empty one.") from None
+        if stored is not None and stored != node_id:
             raise DataDirError(
                 f"Stored node id {stored} doesn't match the configured node id {node_id} "
                 f"in {path}. Use the matching node.id or another data dir."

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 
+import pytest
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafka.protocol.admin import DescribeConfigsRequest
 from kafka.protocol.metadata import MetadataRequest
@@ -142,7 +144,6 @@ def test_node_id_mismatch_is_refused(tmp_path):
 
 
 def _run_cli(*args, cwd=REPO):
-    import sys
     return subprocess.run([sys.executable, "-m", "kcoord.broker.cli", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=30)
 
@@ -179,6 +180,18 @@ def test_port_in_use_fails_without_touching_the_data_dir(tmp_path):
         assert not (tmp_path / "second").exists()
     finally:
         first.terminate()
+
+
+@pytest.mark.parametrize("damage", ["cluster.id=\\uZZZZ\n", "node.id=one\n"])
+def test_a_damaged_meta_properties_is_named_and_kept(tmp_path, damage):
+    """A malformed escape or node id in meta.properties: one error line naming the
+    file, exit status 1, no traceback, and the file left as it was."""
+    (tmp_path / "meta.properties").write_text(damage)
+    result = _run_cli("serve", "--port", "0", "--data-dir", str(tmp_path))
+    assert result.returncode == 1
+    assert f"{tmp_path / 'meta.properties'} cannot be read" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert (tmp_path / "meta.properties").read_text() == damage
 
 
 def test_a_data_dir_that_is_a_file_is_said_to_be_one(tmp_path):
