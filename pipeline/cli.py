@@ -74,12 +74,16 @@ def java_problem() -> str | None:
 
 def install_hint(extra: str) -> str:
     """A pip command that installs an extra's requirements wherever kcoord came
-    from (a wheel, a clone, an index): the requirements themselves, read from
-    the installed distribution, not ``kcoord[extra]``, which needs kcoord on an index."""
+    from (a wheel, a clone, an index) into this interpreter: the requirements
+    themselves, read from the installed distribution, not ``kcoord[extra]``,
+    which needs kcoord on an index."""
     marker = re.compile(r"""extra\s*==\s*["']""" + re.escape(extra) + r"""["']""")
     wanted = [r.split(";")[0].strip() for r in metadata.requires("kcoord") or []
               if marker.search(r.partition(";")[2])]
-    return "pip install " + " ".join(shlex.quote(r.replace(" ", "")) for r in wanted)
+    # This interpreter's pip: a bare ``pip`` may belong to another Python (a venv
+    # used through its bin/ path without being activated).
+    return (f"{shlex.quote(sys.executable)} -m pip install "
+            + " ".join(shlex.quote(r.replace(" ", "")) for r in wanted))
 
 
 def session_args(args) -> dict:

@@ -149,18 +149,43 @@ def run(args, out=sys.stdout, err=sys.stderr) -> int:
         print(f"Option [{actions[0]}] takes one of these options: [all-groups], [group]",
               file=err)
         return 1
+    output = getattr(args, "output", "table")
+    kind = _kind(actions[0], args)
+    if output != "table" and kind is None:
+        print(f"--output {output} goes with --list, --describe and --reset-offsets", file=err)
+        return 1
+    if output != "table" and getattr(args, "export", False):
+        print(f"--export and --output {output} do not go together: --export writes the "
+              "CSV that --from-file reads", file=err)
+        return 1
     host, _, port = args.bootstrap_server.rpartition(":")
     try:
         client = WireClient(host.strip("[]"), int(port), timeout=args.timeout / 1000,
                             client_id="kcoord-groups")
     except (OSError, ValueError) as exc:
-        print(f"\nError: Executing consumer group command failed due to {exc}", file=out)
+        print(f"\nError: Executing consumer group command failed due to {exc}",
+              file=out if output == "table" else err)
+        _Groups(None, out, err, output, kind).flush()
         return 1
     with client:
-        tool = _Groups(client, out, err, getattr(args, "output", "table"))
-        status = _act(tool, actions[0], args, err)
-        tool.flush()
-        return status
+        tool = _Groups(client, out, err, output, kind)
+        try:
+            return _act(tool, actions[0], args, err)
+        finally:
+            tool.flush()  # with --output json/csv, the rows (or none) whatever happened
+
+
+def _kind(action: str, args) -> str | None:
+    """The kind of rows an action gives --output json/csv (FIELDS), or None."""
+    if action == "list":
+        return "list"
+    if action == "reset-offsets":
+        return "reset"
+    if action == "describe":
+        if args.members:
+            return "members"
+        return "state" if args.state is not None and not args.offsets else "offsets"
+    return None
 
 
 def _act(tool: "_Groups", action: str, args, err) -> int:
@@ -194,12 +219,13 @@ class _Row:
 
 
 class _Groups:
-    def __init__(self, client: WireClient, out, err, output: str = "table"):
+    def __init__(self, client: WireClient | None, out, err, output: str = "table",
+                 kind: str | None = None):
         self.client = client
         self.out = out
         self.err = err
         self.output = output
-        self.kind: str | None = None  # the kind of rows emitted (FIELDS)
+        self.kind = kind  # the kind of rows --output json/csv gives (FIELDS)
         self.rows: list[dict] = []
 
     @property
@@ -213,7 +239,6 @@ class _Groups:
 
     def emit(self, kind: str, **row) -> None:
         """One row of --output json/csv."""
-        self.kind = kind
         self.rows.append({name: row.get(name) for name in FIELDS[kind]})
 
     def flush(self) -> None:
@@ -244,10 +269,8 @@ class _Groups:
         return [g["group_id"] for g in self._listed()]
 
     def list(self, state_filter: str | None, type_filter: str | None = None) -> int:
-        if self.structured:
-            self.kind = "list"
         if state_filter is None and type_filter is None:
-            for group in self._listed():
+            for group in sorted(self._listed(), key=lambda g: g["group_id"]):
                 if self.structured:
                     self.emit("list", group=group["group_id"],
                               type=_TYPES.get(group["group_type"], group["group_type"]),
@@ -267,7 +290,8 @@ class _Groups:
             self._print(f"Invalid types list '{type_filter}'. Valid types are: "
                         f"{', '.join(_TYPES.values())}", to=self.err)
             return 1
-        groups = self._listed([_STATES[s.lower()] for s in wanted], [t.lower() for t in types])
+        groups = sorted(self._listed([_STATES[s.lower()] for s in wanted],
+                                     [t.lower() for t in types]), key=lambda g: g["group_id"])
         width = max([15] + [len(g["group_id"]) for g in groups]) + 10
 
         def row(group: str, kind: str, state: str) -> str:
@@ -381,7 +405,6 @@ class _Groups:
         described = self._checked(groups)
         if described is None:
             return 1
-        self.kind = "offsets"
         for group in sorted(described):
             found = described[group]
             rows = self._offset_rows(group, found) if found["error_code"] == 0 else None
@@ -442,7 +465,6 @@ class _Groups:
                 group, found, None if members is None else len(members))
             members = members if printable else []
             if self.structured:
-                self.kind = "members"
                 for m in members:
                     self.emit("members", group=group, consumer_id=m["member_id"],
                               group_instance_id=m["group_instance_id"] or None,
@@ -490,7 +512,6 @@ class _Groups:
         if described is None:
             return 1
         coordinator = self._coordinator_text(groups)
-        self.kind = "state"
         for group in sorted(described):
             found = described[group]
             if not self._print_state_note(group, found, 1 if found["error_code"] == 0 else None):
@@ -844,13 +865,12 @@ def _reset(tool: "_Groups", groups, args, err) -> int:
             print(exc, file=err)
             return 1
         except ValueError as exc:
-            print(f"\nError: {exc}", file=tool.out)
+            tool._print(f"\nError: {exc}")
             return 1
         if args.execute and not args.dry_run:
             tool.commit(group, planned)
         result[group] = planned
     if tool.structured:
-        tool.kind = "reset"
         for group, planned in result.items():
             for (topic, partition), offset in sorted(planned.items()):
                 tool.emit("reset", group=group, topic=topic, partition=partition,

@@ -104,3 +104,40 @@ def test_a_reset_plan_as_json_and_notes_on_stderr(live, tmp_path):
                       "--to-earliest", "--output", "csv")
     assert refused.stdout == "group,topic,partition,new_offset\n"
     assert "can only be reset if the group 'billing' is inactive" in refused.stderr
+
+
+def test_stdout_holds_json_even_when_the_tool_fails(live, tmp_path):
+    node, _orders, _member = live
+    unreachable = subprocess.run([sys.executable, "-m", "kcoord.broker.cli", "groups",
+                                  "--bootstrap-server", "127.0.0.1:1", "--list", "--output",
+                                  "json"], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert (unreachable.returncode, json.loads(unreachable.stdout)) == (1, [])
+    assert "Connection refused" in unreachable.stderr
+    no_plan = _groups(node, "--reset-offsets", "--group", "billing-idle", "--from-file",
+                      str(tmp_path / "missing.csv"), "--dry-run", "--output", "csv")
+    assert no_plan.stdout == "group,topic,partition,new_offset\n"
+    assert "Unable to read file" in no_plan.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ("--reset-offsets", "--group", "g", "--all-topics", "--to-earliest", "--export"),
+    ("--delete", "--group", "g"),
+], ids=["export", "delete"])
+def test_output_with_what_it_cannot_shape_is_misuse(live, args):
+    node, _orders, _member = live
+    run = _groups(node, *args, "--output", "json")
+    assert run.returncode == 1 and run.stdout == "" and "--output json" in run.stderr
+
+
+def test_list_is_sorted(live):
+    node, orders, _member = live
+    with Kcoord(node.bootstrap) as k:
+        for name in ("zz-last", "aa-first"):
+            k.call(8, 8, {"group_id": name, "generation_id_or_member_epoch": -1, "member_id": "",
+                          "group_instance_id": None, "topics": [{"name": orders, "partitions": [
+                              {"partition_index": 0, "committed_offset": 1,
+                               "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+    listed = _groups(node, "--list").stdout.split()
+    assert listed == sorted(listed) and {"zz-last", "aa-first"} <= set(listed)
+    rows = _groups(node, "--list", "--state").stdout.splitlines()[1:]
+    assert rows == sorted(rows)
