@@ -87,6 +87,8 @@ class Shard:
             raise RuntimeError("a timer that fails")
         if key == ("write",):
             return Outcome(writes=[Write([(b"from-timer", b"v")])])
+        if key == ("again",):  # re-armed already due, as an initial delay of 0 extended
+            self.timers.schedule(("again",), now)
         return None
 
     def install(self, loaded, now):
@@ -268,6 +270,27 @@ async def test_a_failed_append_fails_every_write_of_its_batch(tmp_path):
     assert runtime.writes_in_flight([1]) == []
 
 
+async def test_an_append_the_disk_refuses_fails_every_write_of_its_batch(tmp_path):
+    broker = FakeBroker(tmp_path)
+    runtime = _runtime(broker)
+    runtime.write(1, Shard.put, b"first")
+    await asyncio.sleep(0)
+    plog = broker.logs.get(OFFSETS_TOPIC, 1)
+
+    def no_space(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    plog.append_own = no_space
+    tickets = [runtime.write(1, Shard.put, b"k%d" % i) for i in range(3)]
+    await asyncio.wait_for(asyncio.gather(*tickets), 5)
+    assert [t.result() for t in tickets] == [(b"k%d" % i, E.KAFKA_STORAGE_ERROR)
+                                             for i in range(3)]
+    assert runtime.writes_in_flight([1]) == []
+    assert plog.log_end_offset == 1  # only the first write
+    runtime.write(0, Shard.put, b"other")  # another partition still takes writes
+    await asyncio.sleep(0)
+    assert broker.logs.get(OFFSETS_TOPIC, 0).log_end_offset == 1
+
+
 @pytest.mark.parametrize("failure, code", [(OSError("disk gone"), E.KAFKA_STORAGE_ERROR),
                                            (None, None)])
 async def test_a_failed_fsync_fails_every_write_it_covered(tmp_path, failure, code):
@@ -286,6 +309,7 @@ async def test_a_failed_fsync_fails_every_write_it_covered(tmp_path, failure, co
     tickets = [runtime.write(1, Shard.put, b"k%d" % i) for i in range(3)]
     await asyncio.wait_for(asyncio.gather(*tickets), 5)
     assert [t.result()[1] for t in tickets] == [code] * 3
+    assert runtime.writes_in_flight([1]) == []  # none left waiting for that fsync
 
 
 async def test_a_write_for_a_partition_not_served_fails_and_is_not_appended(tmp_path):
@@ -399,6 +423,21 @@ async def test_one_heap_fires_every_shard_s_timers_on_its_own_shard(tmp_path):
     assert [k for k, _p, _n in runtime.shards[2].fired] == [("a",)]
     assert runtime.shards[1].fired == []
     assert runtime.shards[2].timers.deadline(("b",)) == now + 60_000
+
+
+async def test_a_timer_re_armed_already_due_waits_for_the_next_turn(tmp_path):
+    """Firing a timer that arms itself again at ``now`` does not fire it again in
+    the same pass (which would never end): the requests that arrived meanwhile
+    come first, as in Kafka."""
+    runtime = _runtime(FakeBroker(tmp_path))
+    now = runtime.now()
+    runtime.shards[1].timers.schedule(("again",), now)
+    runtime._fire()
+    assert [k for k, _p, _n in runtime.shards[1].fired] == [("again",)]
+    assert ("again",) in runtime.shards[1].timers  # armed for the next turn
+    await asyncio.sleep(0.05)
+    assert len(runtime.shards[1].fired) >= 2  # and it fires then
+    runtime.shards[1].timers.cancel(("again",))
 
 
 async def test_a_failing_timer_is_logged_and_the_others_still_fire(tmp_path):
