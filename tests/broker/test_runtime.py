@@ -15,7 +15,9 @@ from kcoord.broker.groups.offsets import OffsetAndMetadata
 from kcoord.broker.groups.service import GroupService
 from kcoord.broker.runtime.outcome import Outcome, Write
 from kcoord.broker.runtime.runtime import ANSWERS_PER_TURN, CoordinatorRuntime, PartitionState
+from kcoord.broker.topics.data import LEADER_EPOCH
 from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.records import batch_header
 from kcoord.storage.config import LogConfig
 from kcoord.storage.errors import KafkaStorageError, LogClosedError
 from kcoord.storage.layout import OFFSETS_TOPIC
@@ -170,6 +172,9 @@ async def test_writes_issued_in_one_turn_are_one_batch_answered_after_it(tmp_pat
     assert [t.result() for t in tickets] == [(b"k%d" % i, E.NONE) for i in range(5)]
     assert other.result() == (b"elsewhere", E.NONE)
     assert len(broker.batches(1)) == 1 and len(broker.batches(2)) == 1
+    # Stamped with the partition's leader epoch, as every batch the broker writes
+    # (DumpLogSegments shows it; a fetching client checks it).
+    assert batch_header(broker.batches(1)[0], 0).partition_leader_epoch == LEADER_EPOCH
     assert broker.logs.get(OFFSETS_TOPIC, 1).log_end_offset == 5
     assert runtime.writes_in_flight([1, 2]) == []
     # The next turn's writes are the next batch.
@@ -378,9 +383,30 @@ async def test_after_stop_no_timer_fires(tmp_path):
     assert runtime._timer is not None
     await runtime.stop()
     assert ticket.result() == (b"k", E.NONE)
-    runtime.run(1, Outcome())
+    runtime.shards[2].timers.schedule(("b",), runtime.now())  # a deadline armed after stop
+    runtime.run(2, Outcome())
     await asyncio.sleep(0.1)
-    assert runtime._timer is None and runtime.shards[1].fired == []
+    assert runtime._timer is None
+    assert runtime.shards[1].fired == [] and runtime.shards[2].fired == []
+
+
+async def test_stop_waits_for_the_writes_waiting_on_their_fsync(tmp_path):
+    broker = FakeBroker(tmp_path, flush_policy="batch")
+    runtime = _runtime(broker)
+    runtime.write(1, Shard.put, b"first")
+    await asyncio.sleep(0.05)
+    plog = broker.logs.get(OFFSETS_TOPIC, 1)
+    real = plog.flusher.after_append
+
+    async def slow(rolled):
+        await asyncio.sleep(0.2)
+        await real(rolled=rolled)
+    plog.flusher.after_append = slow
+    ticket = runtime.write(1, Shard.put, b"k")
+    await asyncio.sleep(0)  # appended; its fsync under way
+    assert runtime.writes_in_flight([1]) and not ticket.done()
+    await runtime.stop()
+    assert ticket.result() == (b"k", E.NONE)  # answered before stop returned
 
 
 async def test_stop_appends_the_open_batch_before_it_returns(tmp_path):
