@@ -42,11 +42,6 @@ _STATES = {"preparingrebalance": "PreparingRebalance", "completingrebalance":
            "CompletingRebalance", "stable": "Stable", "dead": "Dead", "empty": "Empty",
            "assigning": "Assigning", "reconciling": "Reconciling"}
 _TYPES = {"consumer": "Consumer", "classic": "Classic"}
-# The messages of the exceptions Kafka's admin client raises for these codes.
-_KAFKA_MESSAGES = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                   "This server does not host this topic-partition."}
-
-
 class Failed(ValueError):
     """An error Kafka's tool reports through its catch-all: "Executing consumer
     group command failed due to ..." on stdout, and exit status 0."""
@@ -57,7 +52,7 @@ class Usage(ValueError):
 
 
 def _failed(code: int) -> Failed:
-    return Failed(_KAFKA_MESSAGES.get(code, ErrorCode(code).name))
+    return Failed(_MESSAGES.get(code, ErrorCode(code).name))
 
 
 def add_parser(sub) -> None:
@@ -171,6 +166,12 @@ def run(args, out=sys.stdout, err=sys.stderr) -> int:
         tool = _Groups(client, out, err, output, kind)
         try:
             return _act(tool, actions[0], args, err)
+        except Usage as exc:  # Kafka's printUsageAndExit
+            print(exc, file=err)
+            return 1
+        except Failed as exc:  # Kafka's catch-all
+            tool._print(f"\nError: Executing consumer group command failed due to {exc}")
+            return 0
         finally:
             tool.flush()  # with --output json/csv, the rows (or none) whatever happened
 
@@ -555,7 +556,10 @@ class _Groups:
                 for t in answer["topics"] for p in t["partitions"]
                 if p["error_code"] == ErrorCode.NONE}
 
-    def _scope(self, group: str, args) -> list[tuple[str, int]]:
+    def _scope(self, group: str, args, missing: list[str] | None = None
+               ) -> list[tuple[str, int]]:
+        """The partitions --all-topics or --topic names.  A whole topic that does
+        not exist fails, unless ``missing`` collects it (--delete-offsets)."""
         if args.all_topics:
             return sorted(self._committed(group))
         chosen = []
@@ -565,11 +569,11 @@ class _Groups:
                 topic, _, partitions = arg.partition(":")
                 if not topic or ":" in partitions:
                     raise Usage(f"Invalid topic arg '{arg}', expected topic name and "
-                                     "partitions")
+                                "partitions")
                 for p in partitions.split(","):
                     if not p.strip().isdigit():
                         raise Usage(f"Invalid partition '{p}' specified in topic arg "
-                                         f"'{arg}''")
+                                    f"'{arg}''")
                     chosen.append((topic, int(p)))
             else:
                 whole.append(arg)
@@ -578,6 +582,9 @@ class _Groups:
                 "topics": [{"topic_id": None, "name": t} for t in whole],
                 "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
             for t in answer["topics"]:
+                if missing is not None and t["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    missing.append(t["name"])
+                    continue
                 if t["error_code"] != ErrorCode.NONE:
                     raise _failed(t["error_code"])
                 chosen += [(t["name"], p["partition_index"]) for p in t["partitions"]]
@@ -673,7 +680,11 @@ class _Groups:
                     raise _failed(p["error_code"])
 
     def delete_offsets(self, group: str, topics) -> int:
-        partitions = self._scope(group, argparse.Namespace(all_topics=False, topic=topics))
+        """Kafka's deleteOffsets: a topic that does not exist is a row of its own
+        (partition ``-``, its error); the others' offsets are deleted."""
+        missing: list[str] = []
+        partitions = self._scope(group, argparse.Namespace(all_topics=False, topic=topics),
+                                 missing)
         by_topic: dict[str, list[int]] = {}
         for topic, p in partitions:
             by_topic.setdefault(topic, []).append(p)
@@ -697,12 +708,14 @@ class _Groups:
             self._print(f"\nError: {_MESSAGES[top]}")
         else:
             self._print(f"\nError: Encountered some unknown error: {top.name}")
-        width = max([15] + [len(t) for t, _p in partitions])
+        width = max([15] + [len(t) for t, _p in partitions] + [len(t) for t in missing])
         line = f"{{:<{width}}} {{:<10}} {{:<15}}"
         self._print()
         self._print(line.format("TOPIC", "PARTITION", "STATUS"), end="")
-        for tp in sorted(partitions, key=lambda tp: tp[0] + str(tp[1])):
-            code = results.get(tp, top)
+        unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        rows = [(tp, results.get(tp, top)) for tp in partitions] + \
+            [((t, MISSING), unknown) for t in missing]
+        for tp, code in sorted(rows, key=lambda row: row[0][0] + str(row[0][1])):
             status = "Successful" if code is ErrorCode.NONE else \
                 f"Error: {_exception_text(code)}"
             self._print()
@@ -910,6 +923,8 @@ def read_reset_plan(path: str, groups: list[str]) -> dict[str, dict[tuple[str, i
             text = f.read()
     except OSError:
         raise Failed(f"java.io.IOException: Unable to read file {path}") from None
+    except UnicodeDecodeError as exc:
+        raise Failed(f"{path} is not UTF-8 text: {exc}") from None
     # Lines as Java's String.split gives them: trailing empty ones dropped (what
     # --export writes ends with a blank line), but an empty file is one empty line.
     lines = text.split("\n")

@@ -101,6 +101,13 @@ def test_a_plan_kafka_cannot_read_is_refused(tmp_path, text, why):
         _plan(tmp_path, text, ["g"])
 
 
+def test_a_plan_that_is_not_utf8_is_refused_not_a_crash(tmp_path):
+    path = tmp_path / "plan.csv"
+    path.write_bytes(b"orders,0,\xff\xfe\n")
+    with pytest.raises(Failed, match="is not UTF-8 text"):
+        read_reset_plan(str(path), ["g"])
+
+
 def test_a_missing_plan_file_is_named(tmp_path):
     with pytest.raises(Failed, match=f"Unable to read file {tmp_path}/nope.csv"):
         read_reset_plan(str(tmp_path / "nope.csv"), ["g"])

@@ -283,6 +283,31 @@ def test_deleting_offsets_as_kafka_s_tool_does(groups):
     admin.close()
 
 
+@pytest.mark.parametrize("topics", [("no-such-topic",), ("no-such-topic", "ORDERS"),
+                                    ("ORDERS:x",)], ids=" ".join)
+def test_deleting_offsets_of_a_topic_that_does_not_exist_as_kafka_s_tool_does(groups, topics):
+    """An unknown topic is a row of its own (partition ``-``, its error) and the
+    others' offsets are deleted; a malformed partition list is misuse."""
+    admin = Kcoord(groups.bootstrap)
+    orders = next(t for t in _topics(admin) if t.startswith("orders"))
+    kafka_group, our_group = _twin_groups(groups, f"del-missing-{len(topics)}-{topics[0][:5]}",
+                                          {0: 5})
+    args = [a for t in topics for a in ("--topic", t.replace("ORDERS", orders))]
+    theirs = kafka.run_tool(TOOL, "--bootstrap-server", groups.bootstrap, "--delete-offsets",
+                            "--group", kafka_group, *args)
+    ours = subprocess.run([sys.executable, "-m", "kcoord.broker.cli", "groups",
+                           "--bootstrap-server", groups.bootstrap, "--delete-offsets",
+                           "--group", our_group, *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=60)
+    assert ours.returncode == theirs.returncode, (theirs, ours)
+    assert ours.stdout == theirs.stdout.replace(kafka_group, our_group), (theirs, ours)
+    if theirs.returncode:
+        assert ours.stderr.splitlines()[0] == theirs.stderr.splitlines()[0]
+    assert "Traceback" not in ours.stderr
+    assert admin.committed(our_group) == admin.committed(kafka_group)
+    admin.close()
+
+
 def test_resetting_a_group_that_does_not_exist_as_kafka_s_tool_does(groups):
     """Planning offsets for a group nobody has used yet (DescribeGroups v6 answers it
     GROUP_ID_NOT_FOUND): Kafka's tool plans them as for an empty group."""
