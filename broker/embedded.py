@@ -246,13 +246,16 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 
 
 def _child_environment() -> dict[str, str]:
-    """The child imports the same kcoord as this process.  Where ``kcoord`` is a
-    folder holding ``broker/`` (an installed wheel, or a copy made for mutation
-    testing), that folder's parent goes first on the child's PYTHONPATH; an
-    editable install finds it through the interpreter's own site-packages."""
+    """The child imports the same kcoord as this process.  Where this process
+    found ``kcoord`` as a folder on its path (an installed wheel, or a copy made
+    for mutation testing), that folder's parent goes first on the child's
+    PYTHONPATH; an editable install finds it through the interpreter's own
+    site-packages, and a clone that happens to be named ``kcoord`` is not put on
+    the path (its parent's other files would shadow modules in the child)."""
     package = Path(__file__).absolute().parent.parent
     env = dict(os.environ)
-    if package.name == "kcoord":
+    found_at = {os.path.abspath(p) for p in getattr(sys.modules.get("kcoord"), "__path__", ())}
+    if str(package) in found_at:
         path = env.get("PYTHONPATH")
         env["PYTHONPATH"] = str(package.parent) + (os.pathsep + path if path else "")
     return env

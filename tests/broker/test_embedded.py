@@ -6,7 +6,9 @@ start that leaves the caller's loop running; errors said, never swallowed."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import sys
 import time
 
 import pytest
@@ -114,3 +116,22 @@ def test_names_are_unique_to_a_handle_and_legal_for_kafka(broker):
     topic = long.create_topic("orders")
     assert len(topic) <= 249 and long.end_offsets(topic) == {(topic, 0): 0}
     long.close()
+
+
+def test_a_child_broker_imports_kcoord_from_where_this_process_found_it(monkeypatch):
+    """A kcoord found as a folder on the path (an installed wheel, a mutation
+    testing copy) is put first on the child's PYTHONPATH; otherwise (an editable
+    install, reached through site-packages) the path is left alone."""
+    import types
+    from pathlib import Path
+
+    from kcoord.broker import embedded
+
+    package = Path(embedded.__file__).absolute().parent.parent
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    as_folder = types.SimpleNamespace(__path__=[str(package)])
+    monkeypatch.setitem(sys.modules, "kcoord", as_folder)
+    assert embedded._child_environment()["PYTHONPATH"] == f"{package.parent}{os.pathsep}/elsewhere"
+    editable = types.SimpleNamespace(__path__=["__editable__.kcoord-0.1.0.finder.__path_hook__"])
+    monkeypatch.setitem(sys.modules, "kcoord", editable)
+    assert embedded._child_environment()["PYTHONPATH"] == "/elsewhere"
