@@ -11,13 +11,13 @@ import uuid
 import pytest
 
 from kcoord.protocol import compression
+from kcoord.protocol.client import WireClient
 from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.headers import frame_request
 from kcoord.protocol.messages.produce import PRODUCE
 from kcoord.protocol.records import Record, build_batch, build_legacy, decode_record_set
-from kcoord.protocol.headers import frame_request
 from tests.broker.wire_ops import create_topic as _create
 from tests.broker.wire_ops import produce as _produce
-from kcoord.protocol.client import WireClient
 
 E = ErrorCode
 

@@ -9,10 +9,10 @@ import threading
 import time
 
 from kcoord.broker.groups.placement import coordinator_partition
+from kcoord.protocol.client import WireClient
 from kcoord.protocol.records import Record, build_batch, decode_record_set
 from tests.broker.wire_ops import create_topic as _create
 from tests.broker.wire_ops import produce
-from kcoord.protocol.client import WireClient
 
 OFFSETS = "__consumer_offsets"
 

@@ -26,10 +26,10 @@ import time
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from kcoord.protocol.client import WireClient
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.records import Record, build_batch, decode_record_set
 from tests.broker.wire_ops import create_topic, produce
-from kcoord.protocol.client import WireClient
 
 E = ErrorCode
 CHECK_INTERVAL_MS = 50

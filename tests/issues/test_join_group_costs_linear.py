@@ -12,9 +12,9 @@ wait during a JoinGroup of 50,000 protocols."""
 from __future__ import annotations
 
 from kcoord.broker.groups.group import Group
+from kcoord.protocol.client import WireClient
 from kcoord.protocol.errors import ErrorCode as E
 from tests.broker.group_harness import Harness, subscription
-from kcoord.protocol.client import WireClient
 
 
 class CountingName(str):

@@ -15,10 +15,10 @@ import uuid
 import pytest
 
 from kcoord.pipeline import jobs
+from kcoord.protocol.client import WireClient
+from tests.pipeline.conftest import _produce, _watermarks
 from tests.reference import kafka
 from tests.reference.fixtures import _unavailable, create_offsets_topic
-from tests.pipeline.conftest import _produce, _watermarks
-from kcoord.protocol.client import WireClient
 
 
 @pytest.fixture(scope="module")

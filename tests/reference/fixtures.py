@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.reference import kafka
 from kcoord.protocol.client import WireClient
+from tests.reference import kafka
 from tests.support import BrokerThread
 
 
