@@ -22,6 +22,9 @@ from kcoord.broker.transactions.coordinator import TxnConfig
 from kcoord.broker.transactions.service import TransactionService
 from kcoord.broker.runtime.timers import WallClock
 from kcoord.broker.listener import Listener
+from kcoord.broker.security.credentials import ScramCredentials
+from kcoord.broker.security.listeners import ListenerSecurity
+from kcoord.broker.security.listeners import build as build_listener_security
 from kcoord.broker.memory import CHECK_S, FullCollections, keep_freed_memory
 from kcoord.broker.meta import DirLock, load_or_create_identity
 from kcoord.broker.server import KafkaConnection, WarningLimiter
@@ -62,6 +65,9 @@ class Broker:
         # Dynamic broker configs as given: this broker's ("1") and the cluster's ("").
         self.broker_configs: dict[str, dict[str, str]] = {}
         self._broker_config_store = ConfigFile(self.data_dir, BROKER_CONFIG_FILE)
+        self.scram_credentials = ScramCredentials(self.data_dir)
+        # (user, mechanism, password, iterations) given at start (--add-scram)
+        self.initial_scram_users: list[tuple[str, str, str, int]] = []
         self.groups: GroupService | None = None
         self.transactions: TransactionService | None = None
         self._maintenance: list[asyncio.Task] = []
@@ -96,8 +102,11 @@ class Broker:
         # Bind first: a port already in use must fail before the data dir is touched.
         try:
             for spec in self.config.listeners:
-                server = Listener(loop, functools.partial(KafkaConnection, self, spec.name),
-                                  spec.host, spec.port, backlog=1024, warn=self.bad_input.warn)
+                security = self.listener_security(spec.name)
+                server = Listener(loop, functools.partial(KafkaConnection, self, spec.name,
+                                                          security),
+                                  spec.host, spec.port, backlog=1024, warn=self.bad_input.warn,
+                                  ssl_context=security.ssl_context if security else None)
                 self._servers.append(server)
                 await server.bind()
             self._lock.acquire()
@@ -118,6 +127,9 @@ class Broker:
             self.cluster_id = load_or_create_identity(self.data_dir, self.node_id)
             self.topics.load()
             self.producer_ids.load()
+            self.scram_credentials.load()
+            for user, mechanism, password, iterations in self.initial_scram_users:
+                self.scram_credentials.set_password(user, mechanism, password, iterations)
             self.group_configs = self._group_config_store.load()
             self.broker_configs = self._broker_config_store.load()
             # As a Kafka 4.4 cluster formatted with eligible leader replicas (its
@@ -146,15 +158,17 @@ class Broker:
             self._give_back_the_process()
             raise
         self._advertise()
-        exposed = [f"{a[0]}:{a[1]}" for server in self._servers
+        exposed = [f"{a[0]}:{a[1]}"
+                   for spec, server in zip(self.config.listeners, self._servers)
+                   if self.config.protocol_of(spec.name) == "PLAINTEXT"
                    for a in (s.getsockname() for s in server.sockets)
                    if not ipaddress.ip_address(a[0].split("%", 1)[0]).is_loopback]
         if exposed:
             log.warning("broker.listening_beyond_loopback", listening=exposed,
-                        reason="every client that can reach these addresses may produce, "
-                               "read, create and delete topics, and commit and delete any "
-                               "group's offsets: kcoord has no authentication or "
-                               "authorization yet",
+                        reason="every client that can reach these PLAINTEXT addresses may "
+                               "produce, read, create and delete topics, and commit and "
+                               "delete any group's offsets: a PLAINTEXT listener has no "
+                               "authentication, and kcoord no authorization yet",
                         hint="listen on 127.0.0.1 (the default) unless the network is trusted")
         self._start_maintenance()
         self.started.set()
@@ -169,6 +183,13 @@ class Broker:
                  advertised=f"{self.advertised_host}:{self.advertised_port}",
                  node_id=self.node_id, cluster_id=self.cluster_id, data_dir=str(self.data_dir),
                  startup_ms=round((time.monotonic() - began) * 1000, 1), **more)
+
+    def listener_security(self, name: str) -> ListenerSecurity | None:
+        """The TLS and SASL settings of listener ``name`` (None for PLAINTEXT);
+        SecurityConfigError says what is wrong with them."""
+        if self.config.protocol_of(name) == "PLAINTEXT":
+            return None
+        return build_listener_security(self.config, name, self.scram_credentials.lookup)
 
     def advertised_for(self, listener: str) -> tuple[str, int]:
         """The host and port given to clients of ``listener`` (Metadata,

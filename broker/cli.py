@@ -41,6 +41,15 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", metavar="FILE", help="a server.properties file")
     serve.add_argument("--override", metavar="KEY=VALUE", action="append", default=[],
                        help="set a broker property (repeatable)")
+    serve.add_argument("--dev-tls", action="store_true",
+                       help="also listen with TLS: SSL on port+1 and SASL_SSL on port+2 (PLAIN "
+                            "and SCRAM user kcoord, password kcoord-secret), with a development "
+                            "CA and certificates made in DATA_DIR/dev-tls (ca.pem for clients)")
+    serve.add_argument("--add-scram", metavar="MECHANISM=[name=USER,password=PASSWORD]",
+                       action="append", default=[],
+                       help="give a user a SCRAM credential at start, as kafka-storage format "
+                            "--add-scram does (for example 'SCRAM-SHA-512=[name=alice,"
+                            "password=alice-secret]', optionally iterations=N)")
     serve.add_argument("--kafka-defaults", action="store_true",
                        help="use Kafka's own defaults instead of kcoord's development defaults")
     serve.add_argument("--kafka-env", action="store_true",
@@ -135,7 +144,87 @@ def build_config(args) -> BrokerConfig:
     if args.data_dir is not None:
         props["log.dirs"] = args.data_dir
         props.pop("log.dir", None)
+    if getattr(args, "dev_tls", False):
+        built = BrokerConfig.build(props, kafka_defaults=args.kafka_defaults, warn=False)
+        props.update(dev_tls_properties(built))
     return BrokerConfig.build(props, kafka_defaults=args.kafka_defaults, warn=False)
+
+
+DEV_USER, DEV_PASSWORD = "kcoord", "kcoord-secret"
+
+
+def dev_tls_properties(config: BrokerConfig) -> dict[str, str]:
+    """--dev-tls: an SSL and a SASL_SSL listener beside the first one (the next two
+    ports, or any free ones with port 0), with the development certificates of
+    ``<data dir>/dev-tls``; the SASL_SSL listener logs in the development user
+    with PLAIN and SCRAM."""
+    first = config.listeners[0]
+    host = _bracket(first.host)
+    ports = (0, 0) if first.port == 0 else (first.port + 1, first.port + 2)
+    folder = (config.data_dir / "dev-tls").resolve()
+    listeners = [s for s in config["listeners"]
+                 if parse_listener(s)[0] not in ("SSL", "SASL_SSL")]
+    listeners += [f"SSL://{host}:{ports[0]}", f"SASL_SSL://{host}:{ports[1]}"]
+    advertised = list(config.get("advertised.listeners") or [])
+    props = {
+        "listeners": ",".join(listeners),
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(folder / "broker.pem"),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(folder / "ca.pem"),
+        "listener.name.ssl.ssl.client.auth": "requested",
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config":
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'user_{DEV_USER}="{DEV_PASSWORD}";',
+    }
+    if advertised:
+        props["advertised.listeners"] = ",".join(advertised)
+    return props
+
+
+def check_listener_security(config: BrokerConfig) -> None:
+    """Load every TLS listener's keys and check every SASL listener's settings
+    now, so that a mistake is a clear line before anything starts
+    (SecurityConfigError, a ValueError)."""
+    from kcoord.broker.security.listeners import build
+
+    for spec in config.listeners:
+        if config.protocol_of(spec.name) != "PLAINTEXT":
+            build(config, spec.name, lambda user, mechanism: None)
+
+
+def parse_add_scram(text: str) -> tuple[str, str, str, int]:
+    """``SCRAM-SHA-256=[name=alice,password=secret,iterations=8192]`` ->
+    (user, mechanism, password, iterations), as kafka-storage format reads it."""
+    from kcoord.broker.security.scram import MECHANISMS
+
+    mechanism, sep, rest = text.partition("=")
+    mechanism = mechanism.strip().upper()
+    if mechanism not in MECHANISMS:
+        raise ValueError(f"--add-scram: the mechanism must be SCRAM-SHA-256 or SCRAM-SHA-512, "
+                         f"not {mechanism!r}")
+    rest = rest.strip()
+    if not sep or not (rest.startswith("[") and rest.endswith("]")):
+        raise ValueError(f"--add-scram expects {mechanism}=[name=USER,password=PASSWORD], "
+                         f"got {text!r}")
+    fields = {}
+    for part in rest[1:-1].split(","):
+        key, eq, value = part.partition("=")
+        if not eq:
+            raise ValueError(f"--add-scram: {part!r} is not key=value")
+        fields[key.strip()] = value.strip().strip('"')
+    if not fields.get("name") or "password" not in fields:
+        raise ValueError("--add-scram needs name=... and password=...")
+    try:
+        iterations = int(fields.get("iterations", 4096))
+    except ValueError:
+        raise ValueError(f"--add-scram: iterations {fields['iterations']!r} is not a "
+                         "number") from None
+    low, high = MECHANISMS[mechanism].min_iterations, MECHANISMS[mechanism].max_iterations
+    if not low <= iterations <= high:
+        raise ValueError(f"--add-scram: iterations must be between {low} and {high}")
+    return fields["name"], mechanism, fields["password"], iterations
 
 
 def _version() -> str:
@@ -150,18 +239,26 @@ def _bracket(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-async def serve(config: BrokerConfig) -> int:
+async def serve(config: BrokerConfig, scram_users=(), dev_tls: bool = False) -> int:
     from kcoord.broker.app import Broker
     from kcoord.broker.meta import DataDirError
+    from kcoord.broker.security.listeners import SecurityConfigError
 
+    if dev_tls:
+        folder = config.data_dir.resolve() / "dev-tls"
+        scram_users = [*scram_users, *((DEV_USER, m, DEV_PASSWORD, 4096)
+                                       for m in ("SCRAM-SHA-256", "SCRAM-SHA-512"))]
+        log.info("broker.dev_tls", certificates=str(folder), ca=str(folder / "ca.pem"),
+                 user=DEV_USER, java_client_config=str(folder / "client-sasl-ssl.properties"))
     broker = Broker(config, own_process=True)
+    broker.initial_scram_users = list(scram_users)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
-    except (DataDirError, OSError) as exc:
+    except (DataDirError, OSError, SecurityConfigError) as exc:
         log.error("broker.start_failed", error=str(exc))
         return 1
     stopped = asyncio.ensure_future(stop.wait())
@@ -202,10 +299,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         try:
             config = build_config(args)
+            scram_users = [parse_add_scram(text) for text in args.add_scram]
+            if args.dev_tls:
+                from kcoord.broker.security import devcerts
+
+                devcerts.ensure(config.data_dir / "dev-tls")
+            check_listener_security(config)
         except ValueError as exc:
             print(f"kcoord: {exc}", file=sys.stderr)
             return 2
-        return _run(serve(config))
+        return _run(serve(config, scram_users, dev_tls=args.dev_tls))
     return 2
 
 

@@ -384,6 +384,30 @@ _BROKER_DEFS: list[ConfigDef] = [
                   "as offsets.topic.segment.bytes gives its segment.bytes (kcoord property; "
                   "Kafka creates it without one): how long superseded offset commits stay "
                   "for kcoord pipeline history. Changed later with kafka-configs on the topic."),
+    # Security: each of these can also be given for one listener alone,
+    # listener.name.<listener>.<property> (and the SASL ones for one mechanism,
+    # listener.name.<listener>.<mechanism>.<property>), as on Kafka.
+    ConfigDef("sasl.enabled.mechanisms", LIST, ["GSSAPI"]),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI"),
+    ConfigDef("sasl.server.max.receive.size", INT, 524_288),
+    ConfigDef("connections.max.reauth.ms", LONG, 0),
+    ConfigDef("connection.failed.authentication.delay.ms", INT, 100, validator=_nonneg),
+    ConfigDef("ssl.keystore.type", STRING, "JKS"),
+    ConfigDef("ssl.keystore.location", STRING, None),
+    ConfigDef("ssl.keystore.password", PASSWORD, None),
+    ConfigDef("ssl.key.password", PASSWORD, None),
+    ConfigDef("ssl.keystore.certificate.chain", PASSWORD, None),
+    ConfigDef("ssl.keystore.key", PASSWORD, None),
+    ConfigDef("ssl.truststore.type", STRING, "JKS"),
+    ConfigDef("ssl.truststore.location", STRING, None),
+    ConfigDef("ssl.truststore.password", PASSWORD, None),
+    ConfigDef("ssl.truststore.certificates", PASSWORD, None),
+    ConfigDef("ssl.client.auth", STRING, "none", choices=("required", "requested", "none")),
+    ConfigDef("ssl.enabled.protocols", LIST, ["TLSv1.2", "TLSv1.3"]),
+    ConfigDef("ssl.protocol", STRING, "TLSv1.3"),
+    ConfigDef("ssl.cipher.suites", LIST, []),
+    ConfigDef("ssl.principal.mapping.rules", STRING, "DEFAULT"),
+    ConfigDef("ssl.endpoint.identification.algorithm", STRING, "https"),
 ]
 
 # These synonyms are unset by default: a coarser property supplies the value
@@ -447,6 +471,13 @@ _IGNORED_QUIETLY = {
 
 # Kafka's listener.security.protocol.map default: a listener named as a protocol.
 _DEFAULT_PROTOCOL_MAP = {p: p for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")}
+# listener.name.<listener>.<property>; the property may name a SASL mechanism
+# first (listener.name.sasl_ssl.plain.sasl.jaas.config).
+_LISTENER_PREFIX = re.compile(r"listener\.name\.([A-Za-z0-9_-]+)\.(.+)")
+_PER_MECHANISM = {"sasl.jaas.config", "connections.max.reauth.ms",
+                  "sasl.server.callback.handler.class", "sasl.login.class"}
+_JAAS_DEF = ConfigDef("sasl.jaas.config", PASSWORD, None)
+HIDDEN = "[hidden]"  # how Kafka shows a password-typed value in its logs
 
 
 @dataclass(frozen=True)
@@ -594,6 +625,9 @@ class BrokerConfig:
         # Properties accepted without effect of their own, as given; the listener
         # checks read listener.security.protocol.map and controller.listener.names.
         self.quiet = quiet or {}
+        # listener.name.<listener>.<property> values, by listener name (upper case)
+        self.per_listener: dict[str, dict[str, Any]] = {}
+        self.protocols: dict[str, str] = {}  # each listener's security protocol
 
     @classmethod
     def build(
@@ -613,7 +647,25 @@ class BrokerConfig:
                 values[name] = dev_value
                 sources[name] = "dev"
         quiet = {}
+        per_listener: dict[str, dict[str, Any]] = {}
         for name, raw in (properties or {}).items():
+            prefixed = _LISTENER_PREFIX.fullmatch(name)
+            if prefixed is not None:
+                listener_name, prop = prefixed[1].upper(), prefixed[2]
+                defn = BROKER_CONFIGS.get(prop)
+                if defn is None and "." in prop and prop.split(".", 1)[1] in _PER_MECHANISM:
+                    defn = BROKER_CONFIGS.get(prop.split(".", 1)[1], _JAAS_DEF)
+                if defn is None and prop == "sasl.jaas.config":
+                    defn = _JAAS_DEF
+                if defn is None:
+                    if warn:
+                        log.warning("config.unknown_property_ignored", property=name)
+                    continue
+                try:
+                    per_listener.setdefault(listener_name, {})[prop] = _parse_value(defn, raw)
+                except ValueError as exc:
+                    raise ValueError(f"invalid broker property {name}: {exc}") from None
+                continue
             defn = BROKER_CONFIGS.get(name)
             if defn is None:
                 if name in _IGNORED_QUIETLY:
@@ -627,6 +679,7 @@ class BrokerConfig:
                 raise ValueError(f"invalid broker property {name}={raw!r}: {exc}") from None
             sources[name] = "static"
         config = cls(values, sources, quiet)
+        config.per_listener = per_listener
         config._check(warn)
         return config
 
@@ -700,9 +753,11 @@ class BrokerConfig:
                     raise ValueError(
                         f"{prop}: listener {spec.name} has no security protocol (give it one "
                         "in listener.security.protocol.map, as NAME:PLAINTEXT)")
-                if protocol != "PLAINTEXT":
-                    raise ValueError(f"{prop}: {spec.name} listeners are not supported "
-                                     f"({protocol}); kcoord serves PLAINTEXT only")
+                if protocol not in _DEFAULT_PROTOCOL_MAP:
+                    raise ValueError(f"{prop}: listener {spec.name} has an unknown security "
+                                     f"protocol {protocol} (PLAINTEXT, SSL, SASL_PLAINTEXT or "
+                                     "SASL_SSL)")
+        self.protocols = {name: protocols[name] for name in names}
         unknown = [spec.name for spec in self.advertised_specs() if spec.name not in names]
         if unknown:
             raise ValueError(f"advertised.listeners: {unknown} are not among the listeners "
@@ -744,6 +799,17 @@ class BrokerConfig:
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
 
+    def for_listener(self, listener: str, name: str, mechanism: str | None = None) -> Any:
+        """A property as listener ``listener`` (and SASL ``mechanism``) sees it:
+        ``listener.name.<listener>.<mechanism>.<name>``, else
+        ``listener.name.<listener>.<name>``, else the broker's own value."""
+        own = self.per_listener.get(listener.upper(), {})
+        if mechanism is not None and f"{mechanism.lower()}.{name}" in own:
+            return own[f"{mechanism.lower()}.{name}"]
+        if name in own:
+            return own[name]
+        return self.values.get(name)
+
     def get(self, name: str, default: Any = None) -> Any:
         return self.values.get(name, default)
 
@@ -757,8 +823,15 @@ class BrokerConfig:
         for name, value in sorted(self.values.items()):
             default = BROKER_CONFIGS[name].default
             if value != default:
-                out[name] = (f"{_shown(value)} (default {_shown(default)}; "
+                shown = HIDDEN if BROKER_CONFIGS[name].type == PASSWORD else _shown(value)
+                out[name] = (f"{shown} (default {_shown(default)}; "
                              f"{why.get(self.sources[name], self.sources[name])})")
+        for listener, props in sorted(self.per_listener.items()):
+            for prop, value in sorted(props.items()):
+                secret = (prop.endswith("sasl.jaas.config") or
+                          BROKER_CONFIGS.get(prop, _JAAS_DEF).type == PASSWORD)
+                out[f"listener.name.{listener.lower()}.{prop}"] = (
+                    f"{HIDDEN if secret else _shown(value)} (set)")
         return out
 
     # --- derived values ---------------------------------------------------------
@@ -851,7 +924,13 @@ class BrokerConfig:
         for name, value in props.items():
             values[name] = value
             sources[name] = "static"
-        return BrokerConfig(values, sources)
+        config = BrokerConfig(values, sources, self.quiet)
+        config.per_listener, config.protocols = self.per_listener, self.protocols
+        return config
+
+    def protocol_of(self, listener: str) -> str:
+        """The security protocol of listener ``listener``."""
+        return self.protocols.get(listener) or _DEFAULT_PROTOCOL_MAP.get(listener, "PLAINTEXT")
 
 
 def parse_config_value(defn: ConfigDef, raw: Any) -> Any:

@@ -23,6 +23,7 @@ import structlog
 log = structlog.get_logger("kcoord.server")
 
 ACCEPT_RETRY_S = 1.0
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 ACCEPTS_PER_TURN = 32
 # What accept(2) answers when the process or the system is out of descriptors
 # or buffers: a condition that passes, not a broken listener.
@@ -34,8 +35,9 @@ class Listener:
     by ``loop.connect_accepted_socket`` with a protocol from ``protocol_factory``."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, protocol_factory, host: str, port: int,
-                 *, backlog: int = 1024, warn=None):
+                 *, backlog: int = 1024, warn=None, ssl_context=None):
         self._loop = loop
+        self._ssl = ssl_context  # a TLS listener's server context
         self._factory = protocol_factory
         self._host = host
         self._port = port
@@ -121,12 +123,32 @@ class Listener:
             self._loop.add_reader(sock.fileno(), self._accept, sock)
 
     async def _connect(self, conn: socket.socket) -> None:
+        if self._ssl is not None:
+            await self._connect_tls(conn)
+            return
         try:
             await self._loop.connect_accepted_socket(self._factory, conn)
         except OSError as exc:
             conn.close()
             self._warn("broker.accept_failed", "?", error=exc.strerror,
                        reason="the accepted connection could not be set up")
+
+    async def _connect_tls(self, conn: socket.socket) -> None:
+        """The TLS handshake comes first; a client that fails it (plain Kafka bytes
+        on a TLS port, an untrusted or missing certificate) is closed with one
+        rate-limited line, as Kafka logs "Failed authentication ... (SSL handshake
+        failed)"."""
+        try:
+            peer = "{}:{}".format(*conn.getpeername()[:2])
+        except OSError:
+            peer = "?"
+        try:
+            await self._loop.connect_accepted_socket(
+                self._factory, conn, ssl=self._ssl, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+        except (OSError, asyncio.TimeoutError, EOFError) as exc:
+            conn.close()
+            self._warn("connection.tls_handshake_failed", peer,
+                       reason=getattr(exc, "reason", None) or str(exc) or type(exc).__name__)
 
     def close(self) -> None:
         """Stop accepting and close the listening sockets (open connections stay)."""

@@ -42,6 +42,8 @@ from typing import TYPE_CHECKING
 import structlog
 
 from kcoord.broker.apis import NO_RESPONSE, REGISTRY, CloseConnection
+from kcoord.broker.security.sasl import AuthenticationFailure, ProtocolViolation, SaslAuthenticator
+from kcoord.broker.security.tls import ANONYMOUS, TlsConfigError, certificate_principal
 from kcoord.protocol.headers import frame_response, request_header_codec
 from kcoord.protocol.messages.api_versions import API_VERSIONS
 from kcoord.protocol.wire import MAX_STRING_BYTES, StringTooLongError
@@ -137,6 +139,11 @@ class RequestContext:
         self.connection = connection
 
     @property
+    def principal(self) -> str:
+        """The client's principal, ``User:<name>`` (``User:ANONYMOUS`` unauthenticated)."""
+        return self.connection.principal
+
+    @property
     def advertised(self) -> tuple[str, int]:
         """The broker's address for the client: what the listener the request came
         in on advertises."""
@@ -144,9 +151,17 @@ class RequestContext:
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, broker: "Broker", listener: str = "PLAINTEXT"):
+    def __init__(self, broker: "Broker", listener: str = "PLAINTEXT", security=None):
         self.broker = broker
         self.listener = listener  # the name of the listener it was accepted on
+        self.security = security  # its ListenerSecurity (None: PLAINTEXT)
+        # Who the client is (Kafka's KafkaPrincipal): from its SASL login or its
+        # TLS certificate; ANONYMOUS otherwise.
+        self.principal = ANONYMOUS
+        self.auth: SaslAuthenticator | None = None
+        if security is not None and security.sasl is not None:
+            self.auth = SaslAuthenticator(security.sasl, "?")
+            self._handle = self._handle_secured
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         # The start of a frame not received whole (at most a small frame).
@@ -187,6 +202,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 pass
         self.broker.connections.add(self)
         self._arm_idle_timer()
+        if self.auth is not None:
+            self.auth.peer = self.peer
+        elif self.security is not None and self.security.mapper is not None:
+            try:
+                self.principal = certificate_principal(transport.get_extra_info("ssl_object"),
+                                                       self.security.mapper)
+            except TlsConfigError as exc:
+                log.info("connection.authentication_failed", peer=self.peer,
+                         listener=self.listener, reason=str(exc))
+                self.close()
+                return
         if self._trace:
             log.debug("connection.opened", peer=self.peer,
                       connections=len(self.broker.connections))
@@ -300,7 +326,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._went_away()
         if self.idle:
             self.close()
-        return True
+        # Over TLS the transport closes itself (asyncio warns about True there).
+        return self.security is None or self.security.ssl_context is None
 
     # -- request processing -----------------------------------------------------
 
@@ -379,6 +406,49 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.transport.write(b"".join(out) if len(out) > 1 else out[0])
             self._last_active = time.monotonic()
         out.clear()
+
+    def _handle_secured(self, frame: bytes):
+        """``_handle`` on a SASL listener: the authentication exchange first, and
+        re-authentication or the end of the session later."""
+        auth = self.auth
+        if not auth.pending:
+            if auth.expires_at is None:
+                return KafkaConnection._handle(self, frame)
+            if auth.expired():
+                log.info("connection.session_expired", peer=self.peer, principal=self.principal,
+                         reason="connections.max.reauth.ms passed without re-authentication")
+                raise CloseConnection
+            if frame[:2] != b"\x00\x11" or not auth.begin_reauthentication():
+                return KafkaConnection._handle(self, frame)
+        try:
+            answer = auth.handle(frame, lambda f: KafkaConnection._handle(self, f))
+        except AuthenticationFailure as exc:
+            log.info("connection.authentication_failed", peer=self.peer, listener=self.listener,
+                     mechanism=auth.mechanism, reason=str(exc))
+            return self._fail_later(exc.response, auth.settings.failed_delay_ms / 1000)
+        except ProtocolViolation as exc:
+            self.broker.bad_input.warn("connection.sasl_protocol_violation", self.peer,
+                                       reason=str(exc))
+            raise CloseConnection from None
+        if not auth.pending:
+            self.principal = auth.principal
+            if self._trace:
+                log.debug("connection.authenticated", peer=self.peer, principal=self.principal,
+                          mechanism=auth.mechanism)
+        return answer
+
+    async def _fail_later(self, response: bytes | None, delay: float):
+        """Kafka's connection.failed.authentication.delay.ms: the answer to a failed
+        authentication, and the close, come that much later (a client retrying a
+        wrong password cannot spin)."""
+        if self.transport is not None and not self._read_paused:
+            self._read_paused = True
+            self.transport.pause_reading()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if response and not self._closed:
+            self.transport.write(response)
+        raise CloseConnection
 
     def _handle(self, frame: bytes):
         """Decode and serve one request; bytes to send, None, or an awaitable of bytes."""

@@ -35,9 +35,12 @@ def plain(value: Any) -> Any:
 class WireClient:
     """One TCP connection; ``call`` sends one request and returns the decoded answer."""
 
-    def __init__(self, host: str, port: int, timeout: float = 30, client_id: str = "kcoord"):
+    def __init__(self, host: str, port: int, timeout: float = 30, client_id: str = "kcoord",
+                 ssl_context=None):
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if ssl_context is not None:  # a TLS listener: an ssl.SSLContext of the client's
+            self.sock = ssl_context.wrap_socket(self.sock, server_hostname=host)
         self.client_id = client_id
         self.correlation_id = 0
 

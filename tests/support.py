@@ -193,3 +193,69 @@ class RawClient:
         except socket.timeout:
             return False
         return False
+
+
+# --- secured listeners ------------------------------------------------------------
+
+SASL_USERS = {"alice": "alice-secret", "admin": "admin-secret"}
+
+
+class Secured:
+    """A broker with one listener of each secured kind on free loopback ports:
+    SASL_PLAINTEXT and SASL_SSL (PLAIN with ``SASL_USERS``, SCRAM-SHA-256 and
+    -512 with the same users' credentials), and SSL asking for a client
+    certificate; certificates from the development CA in ``folder``."""
+
+    def __init__(self, data_dir: Path, folder: Path, extra: dict | None = None,
+                 client_auth: str = "required"):
+        from kcoord.broker.security import devcerts
+
+        self.certs = devcerts.ensure(folder)
+        users = " ".join(f'user_{u}="{p}"' for u, p in SASL_USERS.items())
+        self.overrides = {
+            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,"
+                         "SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config":
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self.certs / "broker.pem"),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.certs / "ca.pem"),
+            "listener.name.ssl.ssl.client.auth": client_auth,
+            **(extra or {}),
+        }
+        self.node = BrokerThread(data_dir, overrides=self.overrides)
+
+    def start(self) -> "Secured":
+        self.node.start()
+        for user, password in SASL_USERS.items():
+            for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+                self.node.call(self.node.broker.scram_credentials.set_password, user,
+                               mechanism, password)
+        return self
+
+    def stop(self) -> None:
+        self.node.stop()
+
+    def port(self, listener: str) -> int:
+        broker = self.node.broker
+        return next(server.sockets[0].getsockname()[1]
+                    for spec, server in zip(broker.config.listeners, broker._servers)
+                    if spec.name == listener)
+
+    def bootstrap(self, listener: str) -> str:
+        return f"127.0.0.1:{self.port(listener)}"
+
+    @property
+    def ca(self) -> str:
+        return str(self.certs / "ca.pem")
+
+    def client_context(self, certificate: bool = True):
+        import ssl
+        context = ssl.create_default_context(cafile=self.ca)
+        if certificate:
+            context.load_cert_chain(str(self.certs / "client.pem"))
+        return context

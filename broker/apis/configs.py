@@ -10,6 +10,7 @@ from kcoord.broker.groups.group_configs import (
 )
 from kcoord.broker.config import (
     BROKER_CONFIGS,
+    PASSWORD,
     TOPIC_CONFIG_SYNONYMS,
     TOPIC_CONFIGS,
     format_value,
@@ -40,7 +41,8 @@ def _synonym_entries(config, prop: str) -> list[dict]:
     with no value."""
     if config.get(prop) is None:
         return []
-    return [{"name": name, "value": format_value(BROKER_CONFIGS[name], value),
+    return [{"name": name, "value": None if BROKER_CONFIGS[name].type == PASSWORD
+             else format_value(BROKER_CONFIGS[name], value),
              "source": _SOURCES.get(source, DEFAULT_CONFIG)}
             for name in (prop, *_COARSER.get(prop, ()))
             for value, source in config.layers(name) if value is not None]

@@ -31,7 +31,7 @@ from kcoord.broker.apis.configs import (
     group_config_values,
     topic_config_values,
 )
-from kcoord.broker.config import DYNAMIC_BROKER_CONFIGS
+from kcoord.broker.config import DYNAMIC_BROKER_CONFIGS, PASSWORD
 from kcoord.broker.topics.manager import validate_topic_name
 from kcoord.protocol.errors import ErrorCode
 
@@ -45,13 +45,14 @@ def _entries(values, keys, include_synonyms, include_docs, read_only):
     for name, value, source, synonyms, defn in values:
         if wanted is not None and name not in wanted:
             continue
+        sensitive = defn.type == PASSWORD  # Kafka never shows a password's value
         out.append({
             "name": name,
-            "value": value,
+            "value": None if sensitive else value,
             "read_only": read_only(name) if callable(read_only) else read_only,
             "is_default": False,  # Kafka answers false at v0 whatever the source
             "config_source": source,
-            "is_sensitive": False,
+            "is_sensitive": sensitive,
             "synonyms": synonyms if include_synonyms else [],
             "config_type": defn.config_type,
             "documentation": (defn.doc or None) if include_docs else None,

@@ -75,8 +75,8 @@ def test_a_client_bootstrapping_on_the_second_listener_produces_and_consumes(mak
       "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,HOST:PLAINTEXT"},
      "advertised.listeners: ['HOST'] are not among the listeners"),
     ({"listeners": "PLAINTEXT://127.0.0.1:9092,SECURE://127.0.0.1:9093",
-      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SECURE:SSL"},
-     "SECURE listeners are not supported (SSL)"),
+      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SECURE:TLS"},
+     "listener SECURE has an unknown security protocol TLS"),
     ({"listener.security.protocol.map": "PLAINTEXT"}, "is not NAME:PROTOCOL"),
 ])
 def test_listener_settings_are_checked_as_kafka_checks_them(props, message):

@@ -1,0 +1,12 @@
+"""AlterUserScramCredentials (key 51), version 0: add, replace and remove users'
+SCRAM credentials (``kafka-configs --alter --entity-type users --add-config
+SCRAM-SHA-256=[password=...]``).  The client sends the salted password; the
+broker keeps the keys derived from it, saved before the answer."""
+
+from kcoord.broker.apis import api
+
+
+@api(key=51, versions=(0, 0))
+async def alter_user_scram_credentials(ctx, request):
+    results = await ctx.broker.scram_credentials.alter(request.deletions, request.upsertions)
+    return {"throttle_time_ms": 0, "results": results}
