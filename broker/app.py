@@ -22,6 +22,7 @@ from kcoord.broker.transactions.coordinator import TxnConfig
 from kcoord.broker.transactions.service import TransactionService
 from kcoord.broker.runtime.timers import WallClock
 from kcoord.broker.listener import Listener
+from kcoord.broker.security.acls import Authorizer, make_authorizer
 from kcoord.broker.security.credentials import ScramCredentials
 from kcoord.broker.security.listeners import ListenerSecurity
 from kcoord.broker.security.listeners import build as build_listener_security
@@ -66,6 +67,9 @@ class Broker:
         self.broker_configs: dict[str, dict[str, str]] = {}
         self._broker_config_store = ConfigFile(self.data_dir, BROKER_CONFIG_FILE)
         self.scram_credentials = ScramCredentials(self.data_dir)
+        # The ACLs and their decisions, with authorizer.class.name set; None: every
+        # request is allowed, as on a Kafka without an authorizer.
+        self.authorizer: Authorizer | None = make_authorizer(config, self.data_dir)
         # (user, mechanism, password, iterations) given at start (--add-scram)
         self.initial_scram_users: list[tuple[str, str, str, int]] = []
         self.groups: GroupService | None = None
@@ -128,6 +132,8 @@ class Broker:
             self.topics.load()
             self.producer_ids.load()
             self.scram_credentials.load()
+            if self.authorizer is not None:
+                self.authorizer.load()
             for user, mechanism, password, iterations in self.initial_scram_users:
                 self.scram_credentials.set_password(user, mechanism, password, iterations)
             self.group_configs = self._group_config_store.load()

@@ -387,6 +387,10 @@ _BROKER_DEFS: list[ConfigDef] = [
     # Security: each of these can also be given for one listener alone,
     # listener.name.<listener>.<property> (and the SASL ones for one mechanism,
     # listener.name.<listener>.<mechanism>.<property>), as on Kafka.
+    ConfigDef("authorizer.class.name", STRING, "",
+              doc="org.apache.kafka.metadata.authorizer.StandardAuthorizer turns on ACLs."),
+    ConfigDef("super.users", STRING, None),
+    ConfigDef("allow.everyone.if.no.acl.found", BOOLEAN, False),
     ConfigDef("sasl.enabled.mechanisms", LIST, ["GSSAPI"]),
     ConfigDef("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI"),
     ConfigDef("sasl.server.max.receive.size", INT, 524_288),
@@ -469,6 +473,9 @@ _IGNORED_QUIETLY = {
     "zookeeper.connect", "zookeeper.connection.timeout.ms",
 }
 
+# Kafka's ACL authorizer (KRaft's, and the ZooKeeper-era name of the same rules).
+AUTHORIZER_CLASSES = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                      "kafka.security.authorizer.AclAuthorizer")
 # Kafka's listener.security.protocol.map default: a listener named as a protocol.
 _DEFAULT_PROTOCOL_MAP = {p: p for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")}
 # listener.name.<listener>.<property>; the property may name a SASL mechanism
@@ -692,6 +699,10 @@ class BrokerConfig:
                 self.values[name] = 1
         self._check_listeners()
         self._check_consumer_groups()
+        authorizer = (self.values.get("authorizer.class.name") or "").strip()
+        if authorizer and authorizer not in AUTHORIZER_CLASSES:
+            raise ValueError(f"authorizer.class.name: {authorizer} is not served: kcoord has "
+                             f"Kafka's ACL authorizer, {AUTHORIZER_CLASSES[0]}")
         log_dirs = [d for d in str(self.values.get("log.dirs") or "").split(",") if d.strip()]
         if warn and len(log_dirs) > 1:
             log.warning("config.extra_log_dirs_ignored", used=log_dirs[0].strip(),

@@ -139,6 +139,11 @@ class RequestContext:
         self.connection = connection
 
     @property
+    def host(self) -> str:
+        """The client's address, as ACL hosts name it."""
+        return self.peer.rsplit(":", 1)[0]
+
+    @property
     def principal(self) -> str:
         """The client's principal, ``User:<name>`` (``User:ANONYMOUS`` unauthenticated)."""
         return self.connection.principal

@@ -34,6 +34,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+from kcoord.broker.apis.authz import ALTER_CONFIGS, CLUSTER, allowed
+from kcoord.broker.apis.authz import GROUP as GROUP_RESOURCE
+from kcoord.broker.apis.authz import TOPIC as TOPIC_RESOURCE
 from kcoord.broker.config import (
     BROKER_CONFIGS,
     DYNAMIC_BROKER_CONFIGS,
@@ -62,6 +65,30 @@ class _Refused(Exception):
         self.message = message
 
 
+# Errors.message() of the authorization errors, as Kafka's ApiError words them.
+AUTHORIZATION_MESSAGES = {
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+}
+
+
+def config_refusal(ctx, operation: int, resource_type: int, name: str) -> ErrorCode | None:
+    """The authorization error of DESCRIBE_CONFIGS / ALTER_CONFIGS on a config
+    resource (a broker's are the cluster's), or None if allowed."""
+    if ctx.broker.authorizer is None:
+        return None
+    if resource_type in (BROKER, BROKER_LOGGER):
+        return None if allowed(ctx, operation, CLUSTER) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if resource_type == TOPIC:
+        return None if allowed(ctx, operation, TOPIC_RESOURCE, name) \
+            else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if resource_type == GROUP:
+        return None if allowed(ctx, operation, GROUP_RESOURCE, name) \
+            else ErrorCode.GROUP_AUTHORIZATION_FAILED
+    return None
+
+
 async def alter_configs(ctx, request, incremental: bool) -> dict:
     broker = ctx.broker
     named = Counter((r.resource_type, r.resource_name) for r in request.resources)
@@ -72,6 +99,9 @@ async def alter_configs(ctx, request, incremental: bool) -> dict:
         try:
             if named[(res.resource_type, res.resource_name)] > 1:
                 raise _Refused(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            refusal = config_refusal(ctx, ALTER_CONFIGS, res.resource_type, res.resource_name)
+            if refusal is not None:
+                raise _Refused(refusal, AUTHORIZATION_MESSAGES[refusal])
             changes = _changes(broker, res, incremental)
             if request.validate_only:
                 pass

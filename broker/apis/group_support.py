@@ -3,12 +3,10 @@ and the coordinator's answers shaped for the request's version."""
 
 from __future__ import annotations
 
+from kcoord.broker.apis.authz import READ, TOPIC, allowed_names
 from kcoord.broker.groups.offsets import OffsetAndMetadata
 from kcoord.protocol.errors import ErrorCode
 
-# Kafka without an authorizer grants every operation a group supports:
-# READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (AclOperation codes).
-GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
 NOT_PROVIDED = -(1 << 31)
 
 
@@ -78,13 +76,23 @@ def first_error(*codes) -> ErrorCode:
     return next((c for c in codes if c != ErrorCode.NONE), ErrorCode.NONE)
 
 
-def committed_offsets(broker, topics, by_id: bool, leader_epochs: bool):
+def committed_offsets(broker, topics, by_id: bool, leader_epochs: bool, ctx=None):
     """OffsetCommit's and TxnOffsetCommit's first steps: ``(named, unknown ids,
     errors, offsets)``: the request's topics by name, the indexes of those
-    named by an unknown id, UNKNOWN_TOPIC_OR_PARTITION for unknown partitions
-    and the offsets of the others (``leader_epochs``: the version carries them)."""
+    named by an unknown id, TOPIC_AUTHORIZATION_FAILED for the topics the
+    client (``ctx``) may not READ, UNKNOWN_TOPIC_OR_PARTITION for unknown
+    partitions and the offsets of the others (``leader_epochs``: the version
+    carries them)."""
     named, unknown_ids = by_name(broker, topics, by_id)
-    errors, known = split_known(broker, named)
+    denied = set()
+    if ctx is not None and broker.authorizer is not None:
+        names = {t.name for i, t in enumerate(named) if i not in unknown_ids}
+        denied = names - allowed_names(ctx, READ, TOPIC, names)
+    errors, known = split_known(broker, [t for t in named if t.name not in denied])
+    for topic in named:
+        if topic.name in denied:
+            errors.update(((topic.name, p.partition_index), ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                          for p in topic.partitions)
     offsets = {tp: OffsetAndMetadata(p.committed_offset,
                                      p.committed_leader_epoch if leader_epochs else -1,
                                      p.committed_metadata or "")
@@ -101,3 +109,12 @@ def commit_answer(topics, named, unknown_ids, errors: dict) -> dict:
              else errors[(named_topic.name, p.partition_index)]}
             for p in topic.partitions]}
         for i, (topic, named_topic) in enumerate(zip(topics, named))]}
+
+
+def every_partition(topics, code: ErrorCode) -> dict:
+    """An OffsetCommit / TxnOffsetCommit answer with ``code`` for every
+    partition (a refusal of the whole request, as Kafka's getErrorResponse)."""
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": topic.name, "topic_id": topic.topic_id, "partitions": [
+            {"partition_index": p.partition_index, "error_code": code}
+            for p in topic.partitions]} for topic in topics]}

@@ -36,6 +36,7 @@ import struct
 import structlog
 
 from kcoord.broker.apis import NO_RESPONSE, CloseConnection, api
+from kcoord.broker.apis.authz import TOPIC, TRANSACTIONAL_ID, WRITE, allowed, allowed_names
 from kcoord.broker.topics.data import LEADER_EPOCH, find_partition
 from kcoord.protocol import compression
 from kcoord.protocol.errors import ErrorCode
@@ -248,8 +249,14 @@ async def produce(ctx, request):
         refusal = (ErrorCode.INVALID_REQUIRED_ACKS, None)
     elif any(_first_batch_transactional(p.records)
              for t in request.topic_data for p in t.partition_data):
-        if request.transactional_id is None:
+        if request.transactional_id is None or not allowed(
+                ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
             refusal = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
+    denied = ()
+    if ctx.broker.authorizer is not None and refusal is None:
+        names = {ctx.broker.topics.name_of(t.topic_id) if version >= 13 else t.name
+                 for t in request.topic_data} - {None}
+        denied = names - allowed_names(ctx, WRITE, TOPIC, names)
     responses = []
     failed = False
     by_id = version >= 13
@@ -261,6 +268,8 @@ async def produce(ctx, request):
                 answer = _answer(part.index, *refusal)
             elif name is None:
                 answer = _answer(part.index, ErrorCode.UNKNOWN_TOPIC_ID)
+            elif name in denied:
+                answer = _answer(part.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             else:
                 answer = await _append(ctx, name, part.index, part.records, version,
                                        request.transactional_id if version >= 3 else None)

@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import READ, TOPIC, allowed_names
 from kcoord.broker.topics.data import find_partition, leader_epoch_error, load_producers
 from kcoord.broker.topics.fetch_sessions import (
     FINAL_EPOCH,
@@ -103,6 +104,11 @@ class _Reader:
         # watermark is in (DelayedFetch's case F): a read never goes past a
         # segment's end, so waiting for more bytes there would wait for nothing
         self.older_segment = False
+        # the topics the client may not READ (an authorizer's refusal)
+        self.denied: set[str] = set()
+        if ctx.broker.authorizer is not None:
+            names = {w.name for w in wanted if w.name is not None}
+            self.denied = names - allowed_names(ctx, READ, TOPIC, names)
 
     def read(self):
         """(answers per wanted partition, bytes read, whether any partition failed)."""
@@ -124,6 +130,8 @@ class _Reader:
     def _read_one(self, want: _Wanted, remaining: int, may_exceed: bool) -> dict:
         if want.unknown_id:
             return _error(want.partition, ErrorCode.UNKNOWN_TOPIC_ID, unknown=True)
+        if want.name in self.denied:
+            return _error(want.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         view = find_partition(self.ctx.broker, want.name, want.partition)
         if view is None:
             return _error(want.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, unknown=True)

@@ -30,6 +30,7 @@ import os
 from collections import Counter
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import DESCRIBE, TOPIC, allowed_names
 from kcoord.broker.topics.data import (
     LEADER_EPOCH,
     NO_EPOCH,
@@ -181,11 +182,18 @@ def _answer(ctx, request):
     broker = ctx.broker
     version = ctx.api_version
     seen = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
+    denied = ()
+    if broker.authorizer is not None:
+        names = {t.name for t in request.topics}
+        denied = names - allowed_names(ctx, DESCRIBE, TOPIC, names)
     topics = []
     for topic in request.topics:
         partitions = []
         for part in topic.partitions:
-            if version >= 1 and seen[(topic.name, part.partition_index)] > 1:
+            if topic.name in denied:
+                partitions.append(_error(part.partition_index,
+                                         ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            elif version >= 1 and seen[(topic.name, part.partition_index)] > 1:
                 partitions.append(_error(part.partition_index, ErrorCode.INVALID_REQUEST))
             else:
                 partitions.append(_lookup(broker, request, version, topic.name, part))

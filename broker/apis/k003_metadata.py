@@ -18,11 +18,17 @@
 - One broker, this node, leads every partition with leader epoch 0.
 - Authorized operations: with no authorizer Kafka reports every operation the
   resource type supports; kcoord does the same when asked, else INT32_MIN.
+- With an authorizer (as Kafka's KafkaApis): every topic lists only the topics
+  the client may DESCRIBE; a named topic it may not is answered
+  TOPIC_AUTHORIZATION_FAILED (an id, UNKNOWN_TOPIC_ID: ids reveal nothing);
+  auto-creation needs CREATE on the cluster or on the topic, else
+  TOPIC_AUTHORIZATION_FAILED; the authorized operations are the client's.
 """
 
 from __future__ import annotations
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import CLUSTER, CREATE, DESCRIBE, TOPIC, allowed, operations
 from kcoord.broker.topics.manager import TopicError, validate_topic_name
 from kcoord.storage.layout import INTERNAL_TOPICS, TRANSACTION_STATE_TOPIC
 from kcoord.protocol.errors import ErrorCode
@@ -57,24 +63,34 @@ def partition_entries(node: int, indexes, **extra) -> list[dict]:
     return entries
 
 
-def topic_entry(broker, topic, include_ops: bool):
+def topic_entry(broker, topic, ops: int):
     return {
         "error_code": ErrorCode.NONE,
         "name": topic.name,
         "topic_id": topic.topic_id,
         "is_internal": topic.internal,
         "partitions": partition_entries(broker.node_id, range(topic.partitions)),
-        "topic_authorized_operations": TOPIC_OPERATIONS if include_ops else NOT_PROVIDED,
+        "topic_authorized_operations": ops,
     }
 
 
-def _error_entry(name, code, topic_id=ZERO_UUID, include_ops=False):
+def _error_entry(name, code, topic_id=ZERO_UUID, ops=NOT_PROVIDED):
     # Kafka flags an internal name as internal even when the topic does not exist,
     # and reports the operations allowed on a name it could not answer (not on an
     # id, nor in a request it refuses as a whole).
     return {"error_code": code, "name": name, "topic_id": topic_id,
             "is_internal": name in INTERNAL_TOPICS, "partitions": [],
-            "topic_authorized_operations": TOPIC_OPERATIONS if include_ops else NOT_PROVIDED}
+            "topic_authorized_operations": ops}
+
+
+def _ops_of(ctx, include_ops: bool):
+    """name -> the topic's authorized_operations for this client (INT32_MIN
+    when not asked for)."""
+    if not include_ops:
+        return lambda name: NOT_PROVIDED
+    if ctx.broker.authorizer is None:
+        return lambda name: TOPIC_OPERATIONS
+    return lambda name: operations(ctx, TOPIC, name)
 
 
 def _collapse_repeated_names(request, version: int):
@@ -108,6 +124,8 @@ def metadata(ctx, request):
     topics = broker.topics
     version = ctx.api_version
     include_ops = request.include_topic_authorized_operations
+    ops = _ops_of(ctx, include_ops)
+    secured = broker.authorizer is not None
     requested = request.topics
     if version == 0 and not requested:
         requested = None
@@ -126,8 +144,9 @@ def metadata(ctx, request):
         if by_ids:
             requested = [t for t in requested if t.topic_id != ZERO_UUID]
     if requested is None:
-        entries = [topic_entry(broker, t, include_ops)
-                   for t in sorted(topics.topics.values(), key=lambda t: t.name)]
+        entries = [topic_entry(broker, t, ops(t.name))
+                   for t in sorted(topics.topics.values(), key=lambda t: t.name)
+                   if not secured or allowed(ctx, DESCRIBE, TOPIC, t.name)]
     else:
         entries = []
         to_create = {}  # name -> index in entries
@@ -136,24 +155,32 @@ def metadata(ctx, request):
         for wanted in requested:
             if by_ids or wanted.name is None:
                 topic = topics.by_id(wanted.topic_id)
-                if topic is None:
+                if topic is None or secured and not allowed(ctx, DESCRIBE, TOPIC, topic.name):
                     entry = _error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id)
                 else:
-                    entry = topic_entry(broker, topic, include_ops)
+                    entry = topic_entry(broker, topic, ops(topic.name))
                 entries.append(entry)
+                continue
+            if secured and not allowed(ctx, DESCRIBE, TOPIC, wanted.name):
+                entries.append(_error_entry(wanted.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                            ops=ops(wanted.name)))
                 continue
             topic = topics.get(wanted.name)
             if topic is None:
                 if validate_topic_name(wanted.name):
                     entries.append(_error_entry(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION,
-                                                include_ops=include_ops))
+                                                ops=ops(wanted.name)))
+                    continue
+                if auto_create and wanted.name not in INTERNAL_TOPICS and secured and not (
+                        allowed(ctx, CREATE, CLUSTER) or allowed(ctx, CREATE, TOPIC, wanted.name)):
+                    entries.append(_error_entry(wanted.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                ops=ops(wanted.name)))
                     continue
                 if auto_create and wanted.name not in INTERNAL_TOPICS:
                     try:
                         partitions, _rf = topics.check_new_topic(wanted.name, -1, -1, [], {})
                     except TopicError as exc:
-                        entries.append(_error_entry(wanted.name, exc.code,
-                                                    include_ops=include_ops))
+                        entries.append(_error_entry(wanted.name, exc.code, ops=ops(wanted.name)))
                         continue
                     to_create[wanted.name] = (len(entries), partitions)
                     entries.append(None)
@@ -163,9 +190,9 @@ def metadata(ctx, request):
                     # internal topic; this answer still says it does not exist
                     broker.topics.start_transaction_state()
                 entries.append(_error_entry(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                            include_ops=include_ops))
+                                            ops=ops(wanted.name)))
                 continue
-            entries.append(topic_entry(broker, topic, include_ops))
+            entries.append(topic_entry(broker, topic, ops(topic.name)))
         if to_create:
             # Every name of the request is created by one topic operation (one
             # journal write), off the event loop.
@@ -181,9 +208,8 @@ def _response(ctx, request, entries):
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": entries,
-        "cluster_authorized_operations": (
-            CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else NOT_PROVIDED
-        ),
+        "cluster_authorized_operations": cluster_operations(
+            ctx, request.include_cluster_authorized_operations),
         "error_code": ErrorCode.NONE,
     }
 
@@ -198,5 +224,14 @@ async def _auto_create(ctx, request, entries, to_create):
         created = not isinstance(result, TopicError) or broker.topics.get(name) is not None
         entries[index] = _error_entry(
             name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if created else result.code,
-            include_ops=request.include_topic_authorized_operations)
+            ops=_ops_of(ctx, request.include_topic_authorized_operations)(name))
     return _response(ctx, request, entries)
+
+
+def cluster_operations(ctx, include: bool) -> int:
+    """``cluster_authorized_operations`` (Metadata, DescribeCluster)."""
+    if not include:
+        return NOT_PROVIDED
+    if ctx.broker.authorizer is None:
+        return CLUSTER_OPERATIONS
+    return operations(ctx, CLUSTER, "kafka-cluster")

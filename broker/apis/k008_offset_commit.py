@@ -10,12 +10,21 @@
   coordinator).  The commit timestamp is always the broker's time.
 - v2-4 retention times give the record an expiry time (OffsetCommitValue v1).
 - v10 names topics by id: an id no topic has gets UNKNOWN_TOPIC_ID.
+- With an authorizer: READ on the group (else GROUP_AUTHORIZATION_FAILED for
+  every partition) and on each topic (else TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 from kcoord.broker.apis import api
-from kcoord.broker.apis.group_support import commit_answer, committed_offsets, when_answered
+from kcoord.broker.apis.authz import GROUP, READ, allowed
+from kcoord.broker.apis.group_support import (
+    commit_answer,
+    committed_offsets,
+    every_partition,
+    when_answered,
+)
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=8, versions=(1, 10))
@@ -23,8 +32,10 @@ def offset_commit(ctx, request):
     version = ctx.api_version
     broker = ctx.broker
     groups = broker.groups
+    if not allowed(ctx, READ, GROUP, request.group_id):
+        return every_partition(request.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     named, unknown_ids, answer, offsets = committed_offsets(
-        broker, request.topics, version >= 10, version >= 6)
+        broker, request.topics, version >= 10, version >= 6, ctx)
 
     def shape(committed):
         answer.update(committed)

@@ -14,6 +14,9 @@
 - v10 names topics by id: an id no topic has gets UNKNOWN_TOPIC_ID for each
   partition asked; all the offsets of a group list each topic by its id.
 - v1 has no group-level error: a group error is copied into every partition.
+- With an authorizer: DESCRIBE on each group (else GROUP_AUTHORIZATION_FAILED);
+  all of a group's offsets list only the topics the client may DESCRIBE, a
+  named topic it may not gets TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import asyncio
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import DESCRIBE, GROUP, TOPIC, allowed, allowed_names
 from kcoord.protocol.errors import ErrorCode
 
 
@@ -33,7 +37,10 @@ def _partition(index: int, committed, code=ErrorCode.NONE) -> dict:
             "metadata": committed.metadata, "error_code": code}
 
 
-def _fetch(groups, group_id: str, topics, member_id=None, member_epoch=-1, stable=False):
+def _fetch(groups, group_id: str, topics, member_id=None, member_epoch=-1, stable=False,
+           ctx=None):
+    if ctx is not None and ctx.broker.authorizer is not None:
+        return _fetch_authorized(ctx, groups, group_id, topics, member_id, member_epoch, stable)
     code, found = groups.fetch_offsets(group_id, topics, member_id, member_epoch)
     unstable = groups.unstable_offsets(group_id) if stable and code == ErrorCode.NONE else ()
     if unstable:
@@ -44,6 +51,24 @@ def _fetch(groups, group_id: str, topics, member_id=None, member_epoch=-1, stabl
             else _partition(i, c) for i, c in parts]} for t, parts in found]
     return code, [{"name": t, "partitions": [_partition(i, c) for i, c in parts]}
                   for t, parts in found]
+
+
+def _fetch_authorized(ctx, groups, group_id, topics, member_id, member_epoch, stable):
+    """``_fetch`` under an authorizer (Kafka's KafkaApis): DESCRIBE on the group,
+    else GROUP_AUTHORIZATION_FAILED; of all the group's topics only those the
+    client may DESCRIBE; a named topic it may not has TOPIC_AUTHORIZATION_FAILED."""
+    if not allowed(ctx, DESCRIBE, GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    code, found = _fetch(groups, group_id, topics, member_id, member_epoch, stable)
+    names = {t["name"] for t in found}
+    denied = names - allowed_names(ctx, DESCRIBE, TOPIC, names)
+    if not denied:
+        return code, found
+    if topics is None:
+        return code, [t for t in found if t["name"] not in denied]
+    return code, [t if t["name"] not in denied else {"name": t["name"], "partitions": [
+        _partition(p["partition_index"], None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        for p in t["partitions"]]} for t in found]
 
 
 @api(key=9, versions=(1, 10))
@@ -57,38 +82,39 @@ def offset_fetch(ctx, request):
         if pending:
             async def when_written():
                 await asyncio.wait(pending)
-                return _answer(groups, request, version, ctx.broker, stable)
+                return _answer(groups, request, version, ctx, stable)
             return when_written()
-    return _answer(groups, request, version, ctx.broker, stable)
+    return _answer(groups, request, version, ctx, stable)
 
 
-def _answer(groups, request, version: int, broker=None, stable: bool = False) -> dict:
+def _answer(groups, request, version: int, ctx, stable: bool = False) -> dict:
     if version >= 10:
         return {"throttle_time_ms": 0,
-                "groups": [_by_id(broker, groups, g, stable) for g in request.groups]}
+                "groups": [_by_id(ctx, groups, g, stable) for g in request.groups]}
     if version >= 8:
         answers = []
         for g in request.groups:
             topics = None if g.topics is None else \
                 [(t.name, list(t.partition_indexes)) for t in g.topics]
             code, found = _fetch(groups, g.group_id, topics, g.member_id, g.member_epoch,
-                                 stable)
+                                 stable, ctx)
             answers.append({"group_id": g.group_id, "topics": found, "error_code": code})
         return {"throttle_time_ms": 0, "groups": answers}
     topics = None if request.topics is None else \
         [(t.name, list(t.partition_indexes)) for t in request.topics]
-    code, found = _fetch(groups, request.group_id, topics, stable=stable)
+    code, found = _fetch(groups, request.group_id, topics, stable=stable, ctx=ctx)
     if version == 1 and code != ErrorCode.NONE:
         found = [{"name": name, "partitions": [_partition(i, None, code) for i in parts]}
                  for name, parts in topics]
     return {"throttle_time_ms": 0, "topics": found, "error_code": code}
 
 
-def _by_id(broker, groups, g, stable: bool = False) -> dict:
+def _by_id(ctx, groups, g, stable: bool = False) -> dict:
     """One group of an OffsetFetch v10: topics asked and answered by id."""
-    topics = broker.topics
+    topics = ctx.broker.topics
     if g.topics is None:
-        code, found = _fetch(groups, g.group_id, None, g.member_id, g.member_epoch, stable)
+        code, found = _fetch(groups, g.group_id, None, g.member_id, g.member_epoch, stable,
+                             ctx)
         listed = []
         for t in found:
             topic = topics.get(t["name"])
@@ -103,7 +129,7 @@ def _by_id(broker, groups, g, stable: bool = False) -> dict:
         else:
             asked.append((topic, list(t.partition_indexes)))
     code, found = _fetch(groups, g.group_id, [(topic.name, parts) for topic, parts in asked],
-                         g.member_id, g.member_epoch, stable)
+                         g.member_id, g.member_epoch, stable, ctx)
     if code != ErrorCode.NONE:
         return {"group_id": g.group_id, "topics": [], "error_code": code}
     answered = [{**t, "topic_id": topic.topic_id} for (topic, _p), t in zip(asked, found)]

@@ -22,6 +22,8 @@ from __future__ import annotations
 import structlog
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import DESCRIBE, TRANSACTIONAL_ID, allowed_names
+from kcoord.broker.apis.authz import GROUP as GROUP_RESOURCE
 from kcoord.protocol.errors import ErrorCode
 from kcoord.storage.layout import TRANSACTION_STATE_TOPIC
 
@@ -46,9 +48,32 @@ def find_coordinator(ctx, request):
     key_type = request.key_type if version >= 1 else GROUP
     code, message = _resolve(ctx, key_type)
     keys = list(request.coordinator_keys) if version >= 4 else [request.key]
+    if broker.authorizer is not None and code == ErrorCode.NONE:
+        # DESCRIBE on the group or the transactional id, key by key
+        resource, refusal = ((GROUP_RESOURCE, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                             if key_type == GROUP else
+                             (TRANSACTIONAL_ID, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+        refused = set(keys) - allowed_names(ctx, DESCRIBE, resource, keys)
+        if refused:
+            if version < 4:
+                return _answer(ctx, keys, refusal, _AUTHORIZATION_MESSAGES[refusal])
+            if len(refused) == len(set(keys)):
+                return _answer(ctx, keys, refusal, _AUTHORIZATION_MESSAGES[refusal])
+            answer = _answer(ctx, keys, code, message)
+            for entry in answer["coordinators"]:
+                if entry["key"] in refused:
+                    entry.update(node_id=-1, host="", port=-1, error_code=refusal,
+                                 error_message=_AUTHORIZATION_MESSAGES[refusal])
+            return answer
     if key_type == TRANSACTION and TRANSACTION_STATE_TOPIC not in broker.topics.topics:
         return _creating_the_topic(ctx, keys)
     return _answer(ctx, keys, code, message)
+
+
+_AUTHORIZATION_MESSAGES = {
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
+}
 
 
 async def _creating_the_topic(ctx, keys):

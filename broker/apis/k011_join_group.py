@@ -13,13 +13,18 @@ from __future__ import annotations
 
 from kcoord.broker.apis import api
 from kcoord.broker.apis.group_support import client_host, when_answered
-from kcoord.broker.groups.common import JoinRequest
+from kcoord.broker.apis.authz import GROUP, READ, allowed
+from kcoord.broker.groups.common import JoinRequest, join_error
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=11, versions=(0, 9))
 def join_group(ctx, request):
     version = ctx.api_version
     groups = ctx.broker.groups
+    if not allowed(ctx, READ, GROUP, request.group_id):
+        answer = dict(join_error(ErrorCode.GROUP_AUTHORIZATION_FAILED), throttle_time_ms=0)
+        return dict(answer, protocol_name="") if version < 7 else answer
     join = JoinRequest(
         group_id=request.group_id, member_id=request.member_id,
         protocol_type=request.protocol_type,

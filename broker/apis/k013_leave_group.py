@@ -10,13 +10,19 @@
 from __future__ import annotations
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import GROUP, READ, allowed
 from kcoord.broker.apis.group_support import first_error
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=13, versions=(0, 5))
 def leave_group(ctx, request):
     version = ctx.api_version
     groups = ctx.broker.groups
+    if not allowed(ctx, READ, GROUP, request.group_id):
+        # Kafka's getErrorResponse: the error, and no member
+        answer = {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+        return answer if version < 3 else dict(answer, members=[])
     if version >= 3:
         members = [(m.member_id, m.group_instance_id, m.reason if version >= 5 else None)
                    for m in request.members]

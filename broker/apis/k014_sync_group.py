@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import GROUP, READ, allowed
 from kcoord.broker.apis.group_support import when_answered
 from kcoord.broker.groups.common import sync_answer
 from kcoord.protocol.errors import ErrorCode
@@ -24,6 +25,8 @@ def sync_group(ctx, request):
     version = ctx.api_version
     if version >= 5 and (request.protocol_type is None or request.protocol_name is None):
         return _shape(sync_answer(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+    if not allowed(ctx, READ, GROUP, request.group_id):
+        return _shape(sync_answer(ErrorCode.GROUP_AUTHORIZATION_FAILED))
     groups = ctx.broker.groups
     return when_answered(groups.sync(
         request.group_id, request.generation_id, request.member_id,

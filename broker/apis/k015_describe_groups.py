@@ -12,7 +12,8 @@
 from __future__ import annotations
 
 from kcoord.broker.apis import api
-from kcoord.broker.apis.group_support import GROUP_OPERATIONS, NOT_PROVIDED
+from kcoord.broker.apis.authz import DESCRIBE, GROUP, allowed, operations
+from kcoord.broker.apis.group_support import NOT_PROVIDED
 from kcoord.broker.groups.consumer_group import ConsumerGroup
 from kcoord.protocol.errors import ErrorCode
 
@@ -22,7 +23,14 @@ def describe_groups(ctx, request):
     groups = ctx.broker.groups
     include_ops = ctx.api_version >= 3 and request.include_authorized_operations
     described = []
+    secured = ctx.broker.authorizer is not None
     for group_id in request.groups:
+        if secured and not allowed(ctx, DESCRIBE, GROUP, group_id):
+            described.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                              "error_message": None, "group_id": group_id, "group_state": "",
+                              "protocol_type": "", "protocol_data": "", "members": [],
+                              "authorized_operations": NOT_PROVIDED})
+            continue
         entry = groups.describe(group_id)
         if ctx.api_version >= 6 and entry["error_code"] == ErrorCode.NONE and \
                 entry["group_state"] == "Dead":
@@ -31,7 +39,7 @@ def describe_groups(ctx, request):
             entry["error_message"] = f"Group {group_id} is not a classic group." \
                 if isinstance(found, ConsumerGroup) and not found.dead \
                 else f"Group {group_id} not found."
-        entry["authorized_operations"] = GROUP_OPERATIONS \
+        entry["authorized_operations"] = operations(ctx, GROUP, group_id) \
             if include_ops and entry["error_code"] == ErrorCode.NONE else NOT_PROVIDED
         described.append(entry)
     return {"throttle_time_ms": 0, "groups": described}

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import CLUSTER, CREATE, TOPIC, allowed, allowed_names
 from kcoord.broker.apis.configs import topic_config_entries
 from kcoord.broker.topics.manager import TopicError, new_topic_id
 from kcoord.protocol.errors import ErrorCode
@@ -54,7 +55,14 @@ async def create_topics(ctx, request):
         return _answer(results, counts)
     checked = []  # (topic, partitions, rf, configs) that passed every check
     records = 0
+    permitted = None
+    if ctx.broker.authorizer is not None and not allowed(ctx, CREATE, CLUSTER):
+        permitted = allowed_names(ctx, CREATE, TOPIC, [t.name for t in unique])
     for t in unique:
+        if permitted is not None and t.name not in permitted:
+            results.append(_refused(t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                    "Authorization failed."))
+            continue
         configs = {c.name: c.value for c in t.configs}
         try:
             partitions, rf = topics.check_new_topic(

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import CLUSTER, DELETE, DESCRIBE, TOPIC, allowed
 from kcoord.broker.topics.manager import TopicError
 from kcoord.storage.layout import OFFSETS_TOPIC
 from kcoord.protocol.errors import ErrorCode
@@ -35,6 +36,9 @@ async def delete_topics(ctx, request):
     names = Counter(n for n, i in wanted if n is not None and i == ZERO_UUID)
     ids = Counter(i for n, i in wanted if n is None and i != ZERO_UUID)
     disabled = not broker.config["delete.topic.enable"]
+    # With an authorizer (ControllerApis.deleteTopics): DELETE on the cluster, or
+    # DESCRIBE and DELETE on each topic; nothing said of a topic one may not see
+    secured = broker.authorizer is not None and not allowed(ctx, DELETE, CLUSTER)
     responses = []
     reported_dupes = set()
 
@@ -59,6 +63,14 @@ async def delete_topics(ctx, request):
                        "Duplicate topic name." if name is not None else "Duplicate topic id.")
             continue
         topic = topics.get(name) if name is not None else topics.by_id(topic_id)
+        if secured:
+            shown = name if name is not None else (topic.name if topic is not None else None)
+            if shown is not None and not (allowed(ctx, DESCRIBE, TOPIC, shown)
+                                          and allowed(ctx, DELETE, TOPIC, shown)):
+                visible = name is not None or allowed(ctx, DESCRIBE, TOPIC, shown)
+                answer(shown if visible else None, ZERO_UUID if name is not None else topic_id,
+                       ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+                continue
         if topic is None:
             if name is not None:
                 answer(name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

@@ -20,6 +20,7 @@ import asyncio
 import structlog
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import DELETE, TOPIC, allowed_names
 from kcoord.protocol.errors import ErrorCode
 from kcoord.storage.errors import OffsetOutOfRangeError
 
@@ -33,11 +34,16 @@ async def delete_records(ctx, request):
     broker = ctx.broker
     answers = []
     moved = []
+    permitted = allowed_names(ctx, DELETE, TOPIC, [t.name for t in request.topics])
     for wanted in request.topics:
         topic = broker.topics.get(wanted.name)
         partitions = []
         for entry in wanted.partitions:
-            code, low = _delete(broker, topic, wanted.name, entry.partition_index, entry.offset)
+            if wanted.name not in permitted:
+                code, low = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1
+            else:
+                code, low = _delete(broker, topic, wanted.name, entry.partition_index,
+                                    entry.offset)
             if code is ErrorCode.NONE:
                 moved.append((wanted.name, entry.partition_index, low))
             partitions.append({"partition_index": entry.partition_index,

@@ -18,6 +18,15 @@ from __future__ import annotations
 import structlog
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import (
+    CLUSTER,
+    IDEMPOTENT_WRITE,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    WRITE,
+    allowed,
+    allowed_on_any,
+)
 from kcoord.protocol.errors import ErrorCode
 
 log = structlog.get_logger("kcoord.producers")
@@ -34,6 +43,8 @@ async def init_producer_id(ctx, request):
     if request.transactional_id is not None:
         if not request.transactional_id:
             return _refused(ErrorCode.INVALID_REQUEST)
+        if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
+            return _refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         version = ctx.api_version
         code, pid, epoch = await ctx.broker.transactions.init_producer_id(
             request.transactional_id, request.transaction_timeout_ms,
@@ -47,6 +58,10 @@ async def init_producer_id(ctx, request):
                  producer_id=pid, producer_epoch=epoch, client_id=ctx.client_id)
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": pid,
                 "producer_epoch": epoch}
+    # an idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on a topic
+    if ctx.broker.authorizer is not None and not (
+            allowed(ctx, IDEMPOTENT_WRITE, CLUSTER) or allowed_on_any(ctx, WRITE, TOPIC)):
+        return _refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     producer_id = await ctx.broker.producer_ids.allocate()
     log.info("producer_id.allocated", producer_id=producer_id, client_id=ctx.client_id)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": producer_id,

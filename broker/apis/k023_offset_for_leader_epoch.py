@@ -16,6 +16,7 @@ UNKNOWN_TOPIC_OR_PARTITION with epoch and end offset -1.
 from __future__ import annotations
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import DESCRIBE, TOPIC, allowed_names
 from kcoord.broker.topics.data import LEADER_EPOCH, NO_EPOCH, find_partition, leader_epoch_error
 from kcoord.protocol.errors import ErrorCode
 
@@ -37,9 +38,13 @@ def _end_offset(view, requested: int) -> tuple[int, int]:
 @api(key=23, versions=(0, 4))
 def offset_for_leader_epoch(ctx, request):
     topics = []
+    permitted = allowed_names(ctx, DESCRIBE, TOPIC, [t.topic for t in request.topics])
     for topic in request.topics:
         partitions = []
         for part in topic.partitions:
+            if topic.topic not in permitted:
+                partitions.append(_answer(part.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             view = find_partition(ctx.broker, topic.topic, part.partition)
             if view is None:
                 partitions.append(_answer(part.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))

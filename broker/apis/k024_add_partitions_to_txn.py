@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import TOPIC, TRANSACTIONAL_ID, WRITE, allowed, allowed_names
 from kcoord.protocol.errors import ErrorCode
 
 
@@ -28,6 +29,14 @@ def _results(topics, codes) -> list[dict]:
 async def _one(ctx, transactional_id, producer_id, producer_epoch, topics, verify_only,
                version) -> list[dict]:
     broker = ctx.broker
+    if broker.authorizer is not None:
+        if not allowed(ctx, WRITE, TRANSACTIONAL_ID, transactional_id):
+            return _results(topics, lambda t, p: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        names = {t.name for t in topics}
+        denied = names - allowed_names(ctx, WRITE, TOPIC, names)
+        if denied:
+            return _results(topics, lambda t, p: ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                            if t in denied else ErrorCode.OPERATION_NOT_ATTEMPTED)
     refused = {}
     for topic in topics:
         known = broker.topics.get(topic.name)

@@ -15,12 +15,16 @@ Below v5 the answer's producer id and epoch are -1.
 from __future__ import annotations
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import TRANSACTIONAL_ID, WRITE, allowed
 from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=26, versions=(0, 5))
 async def end_txn(ctx, request):
     version = ctx.api_version
+    if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "producer_id": -1, "producer_epoch": -1}
     answer = await ctx.broker.transactions.end_txn(
         request.transactional_id, request.producer_id, request.producer_epoch,
         request.committed, tv2=version >= 5)

@@ -23,7 +23,8 @@ UNSTABLE_OFFSET_COMMIT.
 from __future__ import annotations
 
 from kcoord.broker.apis import api
-from kcoord.broker.apis.group_support import commit_answer, committed_offsets
+from kcoord.broker.apis.authz import GROUP, READ, TRANSACTIONAL_ID, WRITE, allowed
+from kcoord.broker.apis.group_support import commit_answer, committed_offsets, every_partition
 from kcoord.protocol.errors import ErrorCode
 from kcoord.storage.layout import OFFSETS_TOPIC
 
@@ -54,8 +55,12 @@ async def _transaction_error(ctx, request, version: int) -> ErrorCode:
 async def txn_offset_commit(ctx, request):
     version = ctx.api_version
     broker = ctx.broker
+    if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        return every_partition(request.topics, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not allowed(ctx, READ, GROUP, request.group_id):
+        return every_partition(request.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     named, unknown_ids, answer, offsets = committed_offsets(
-        broker, request.topics, version >= 6, version >= 2)
+        broker, request.topics, version >= 6, version >= 2, ctx)
     if offsets:
         code = ErrorCode.INVALID_GROUP_ID if not request.group_id else \
             await _transaction_error(ctx, request, version)

@@ -31,6 +31,8 @@ from kcoord.broker.apis.configs import (
     group_config_values,
     topic_config_values,
 )
+from kcoord.broker.apis.authz import DESCRIBE_CONFIGS
+from kcoord.broker.apis.config_changes import AUTHORIZATION_MESSAGES, config_refusal
 from kcoord.broker.config import DYNAMIC_BROKER_CONFIGS, PASSWORD
 from kcoord.broker.topics.manager import validate_topic_name
 from kcoord.protocol.errors import ErrorCode
@@ -94,7 +96,11 @@ def describe_configs(ctx, request):
                   "resource_type": res.resource_type, "resource_name": res.resource_name,
                   "configs": []}
         keys = res.configuration_keys
-        if res.resource_type == TOPIC:
+        refusal = config_refusal(ctx, DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
+        if refusal is not None:
+            result["error_code"] = refusal
+            result["error_message"] = AUTHORIZATION_MESSAGES[refusal]
+        elif res.resource_type == TOPIC:
             topic = broker.topics.get(res.resource_name)
             invalid = validate_topic_name(res.resource_name) if topic is None else None
             if invalid:

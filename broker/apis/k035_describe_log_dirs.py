@@ -10,12 +10,16 @@ from __future__ import annotations
 import os
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import CLUSTER, DESCRIBE, allowed
 from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=35, versions=(1, 5))
 def describe_log_dirs(ctx, request):
     broker = ctx.broker
+    if not allowed(ctx, DESCRIBE, CLUSTER):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "results": []}
     logs = broker.logs
     wanted: dict[str, set[int] | None] = {}
     if request.topics is None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import Counter
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import ALTER, TOPIC, allowed_names
 from kcoord.broker.topics.manager import TopicError
 from kcoord.protocol.errors import ErrorCode
 from kcoord.storage.layout import OFFSETS_TOPIC
@@ -50,8 +51,13 @@ async def create_partitions(ctx, request):
     results = [{"name": name, "error_code": ErrorCode.INVALID_REQUEST,
                 "error_message": "Duplicate topic name."}
                for name, n in named.items() if n > 1]
+    permitted = allowed_names(ctx, ALTER, TOPIC, list(named))
     for wanted in request.topics:
         if named[wanted.name] > 1:
+            continue
+        if wanted.name not in permitted:
+            results.append({"name": wanted.name, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                            "error_message": None})
             continue
         code, message = _check(broker, wanted)
         if code is ErrorCode.NONE and not request.validate_only:

@@ -9,6 +9,7 @@ whole request and each partition.  Messages are Kafka 4.4's."""
 from __future__ import annotations
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import ALTER, CLUSTER, allowed
 from kcoord.protocol.errors import ErrorCode
 
 PREFERRED, UNCLEAN = 0, 1
@@ -18,6 +19,14 @@ PREFERRED, UNCLEAN = 0, 1
 def elect_leaders(ctx, request):
     broker = ctx.broker
     election = request.election_type if ctx.api_version >= 1 else PREFERRED
+    if not allowed(ctx, ALTER, CLUSTER):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "replica_election_results": [
+                    {"topic": tp.topic, "partition_result": [
+                        {"partition_id": p, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                         "error_message": "Cluster authorization failed."}
+                        for p in tp.partitions]}
+                    for tp in request.topic_partitions or []]}
     if request.topic_partitions is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
                 "replica_election_results": [

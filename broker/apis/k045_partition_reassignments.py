@@ -10,12 +10,19 @@ UNKNOWN_TOPIC_OR_PARTITION.  Messages are Kafka 4.4's."""
 from __future__ import annotations
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import ALTER, CLUSTER, DESCRIBE, allowed
 from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=45, versions=(0, 1))
 def alter_partition_reassignments(ctx, request):
     broker = ctx.broker
+    if not allowed(ctx, ALTER, CLUSTER):
+        return {"throttle_time_ms": 0,
+                "allow_replication_factor_change": request.allow_replication_factor_change
+                if ctx.api_version >= 1 else True,
+                "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Cluster authorization failed.", "responses": []}
     node = broker.config.node_id
     responses = []
     for t in request.topics:
@@ -58,5 +65,8 @@ def alter_partition_reassignments(ctx, request):
 
 @api(key=46, versions=(0, 0))
 def list_partition_reassignments(ctx, request):
+    if not allowed(ctx, DESCRIBE, CLUSTER):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Cluster authorization failed.", "topics": []}
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
             "topics": []}

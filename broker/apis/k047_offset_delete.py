@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import DELETE, GROUP, READ, TOPIC, allowed, allowed_names
 from kcoord.broker.apis.group_support import split_known, when_answered
 from kcoord.protocol.errors import ErrorCode
 
@@ -19,7 +20,16 @@ from kcoord.protocol.errors import ErrorCode
 def offset_delete(ctx, request):
     broker = ctx.broker
     groups = broker.groups
-    answer, known = split_known(broker, request.topics)
+    if not allowed(ctx, DELETE, GROUP, request.group_id):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0,
+                "topics": []}
+    denied = set()
+    if broker.authorizer is not None:
+        names = {t.name for t in request.topics}
+        denied = names - allowed_names(ctx, READ, TOPIC, names)
+    answer, known = split_known(broker, [t for t in request.topics if t.name not in denied])
+    answer.update(((t.name, p.partition_index), ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                  for t in request.topics if t.name in denied for p in t.partitions)
     asked = [tp for tp, _entry in known]
 
     def shape(result):

@@ -3,10 +3,15 @@ iteration counts of users' SCRAM credentials (``kafka-configs --describe
 --entity-type users``), all users when none is named."""
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import CLUSTER, DESCRIBE, allowed
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=50, versions=(0, 0))
 def describe_user_scram_credentials(ctx, request):
+    if not allowed(ctx, DESCRIBE, CLUSTER):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Cluster authorization failed.", "results": []}
     users = None if request.users is None else [u.name for u in request.users]
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
             "results": ctx.broker.scram_credentials.describe(users)}

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from kcoord.broker.apis import api
-from kcoord.broker.apis.k003_metadata import CLUSTER_OPERATIONS, NOT_PROVIDED
+from kcoord.broker.apis.k003_metadata import cluster_operations
 from kcoord.protocol.errors import ErrorCode
 
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
@@ -40,7 +40,6 @@ def describe_cluster(ctx, request):
         "controller_id": broker.node_id,
         "brokers": [{"broker_id": broker.node_id, "host": ctx.advertised[0],
                      "port": ctx.advertised[1], "rack": None, "is_fenced": False}],
-        "cluster_authorized_operations": (
-            CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else NOT_PROVIDED
-        ),
+        "cluster_authorized_operations": cluster_operations(
+            ctx, request.include_cluster_authorized_operations),
     }

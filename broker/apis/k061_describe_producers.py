@@ -11,6 +11,7 @@ without a message, an unknown topic with Kafka's message."""
 from __future__ import annotations
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import READ, TOPIC, allowed_names
 from kcoord.protocol.errors import ErrorCode
 
 _NOT_HOSTED = "This server does not host this topic-partition."
@@ -20,13 +21,16 @@ _NOT_HOSTED = "This server does not host this topic-partition."
 async def describe_producers(ctx, request):
     broker = ctx.broker
     topics = []
+    permitted = allowed_names(ctx, READ, TOPIC, [t.name for t in request.topics])
     for t in request.topics:
-        topic = broker.topics.get(t.name)
+        topic = broker.topics.get(t.name) if t.name in permitted else None
         partitions = []
         for p in t.partition_indexes:
             answer = {"partition_index": p, "error_code": ErrorCode.NONE,
                       "error_message": None, "active_producers": []}
-            if topic is None:
+            if t.name not in permitted:
+                answer["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif topic is None:
                 answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 answer["error_message"] = _NOT_HOSTED
             elif not 0 <= p < topic.partitions:

@@ -10,6 +10,7 @@ partition still loading: COORDINATOR_LOAD_IN_PROGRESS.
 from __future__ import annotations
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import DESCRIBE, TRANSACTIONAL_ID, allowed_names
 from kcoord.protocol.errors import ErrorCode
 
 
@@ -37,6 +38,14 @@ def _describe(broker, transactional_id: str) -> dict:
 
 @api(key=65, versions=(0, 0))
 def describe_transactions(ctx, request):
+    permitted = allowed_names(ctx, DESCRIBE, TRANSACTIONAL_ID, request.transactional_ids)
     return {"throttle_time_ms": 0, "transaction_states": [
-        _describe(ctx.broker, transactional_id)
-        for transactional_id in request.transactional_ids]}
+        _describe(ctx.broker, transactional_id) if transactional_id in permitted
+        else _refused(transactional_id) for transactional_id in request.transactional_ids]}
+
+
+def _refused(transactional_id: str) -> dict:
+    return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "transactional_id": transactional_id, "transaction_state": "",
+            "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
+            "producer_epoch": -1, "topics": []}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import DESCRIBE, TRANSACTIONAL_ID, allowed_names
 from kcoord.broker.transactions.metadata import TxnState
 from kcoord.protocol.errors import ErrorCode
 
@@ -48,6 +49,10 @@ def list_transactions(ctx, request):
         return answer
     pids = set(request.producer_id_filters)
     now = ctx.broker.transactions.now()
+    if ctx.broker.authorizer is not None:  # the ids the client may DESCRIBE
+        shown = allowed_names(ctx, DESCRIBE, TRANSACTIONAL_ID,
+                              [m.transactional_id for m in listed])
+        listed = [m for m in listed if m.transactional_id in shown]
     for meta in listed:
         if states and meta.state not in states:
             continue

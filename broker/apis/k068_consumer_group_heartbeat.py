@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import DESCRIBE, GROUP, READ, TOPIC, allowed, allowed_names
 from kcoord.broker.apis.group_support import client_host, when_answered
 from kcoord.broker.groups.consumer_membership import HeartbeatRequest, heartbeat_error
 from kcoord.protocol.errors import ErrorCode
@@ -25,6 +26,16 @@ def consumer_protocol_enabled(broker) -> bool:
 def consumer_group_heartbeat(ctx, request):
     if not consumer_protocol_enabled(ctx.broker):
         return dict(heartbeat_error(ErrorCode.UNSUPPORTED_VERSION), throttle_time_ms=0)
+    if ctx.broker.authorizer is not None:
+        if not allowed(ctx, READ, GROUP, request.group_id):
+            return dict(heartbeat_error(ErrorCode.GROUP_AUTHORIZATION_FAILED),
+                        throttle_time_ms=0)
+        names = request.subscribed_topic_names or []
+        if set(names) - allowed_names(ctx, DESCRIBE, TOPIC, names):
+            return dict(heartbeat_error(
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                "The group has subscribed to topics that are not authorized."),
+                throttle_time_ms=0)
     req = HeartbeatRequest(
         group_id=request.group_id, member_id=request.member_id,
         member_epoch=request.member_epoch, instance_id=request.instance_id,

@@ -9,7 +9,8 @@
 from __future__ import annotations
 
 from kcoord.broker.apis import api
-from kcoord.broker.apis.group_support import GROUP_OPERATIONS, NOT_PROVIDED
+from kcoord.broker.apis.authz import DESCRIBE, GROUP, allowed_names, operations
+from kcoord.broker.apis.group_support import NOT_PROVIDED
 from kcoord.broker.apis.k068_consumer_group_heartbeat import consumer_protocol_enabled
 from kcoord.protocol.errors import ErrorCode
 
@@ -21,9 +22,18 @@ def consumer_group_describe(ctx, request):
             {"group_id": g, "error_code": ErrorCode.UNSUPPORTED_VERSION, "group_state": "",
              "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": []}
             for g in request.group_ids]}
-    described = ctx.broker.groups.consumer_describe(request.group_ids, ctx.api_version)
+    ids = list(request.group_ids)
+    permitted = allowed_names(ctx, DESCRIBE, GROUP, ids)
+    described = ctx.broker.groups.consumer_describe([g for g in ids if g in permitted],
+                                                    ctx.api_version)
+    if len(permitted) < len(set(ids)):
+        answered = iter(described)
+        described = [next(answered) if g in permitted else {
+            "group_id": g, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+            "error_message": None, "group_state": "", "group_epoch": 0,
+            "assignment_epoch": 0, "assignor_name": "", "members": []} for g in ids]
     for entry in described:
-        entry["authorized_operations"] = GROUP_OPERATIONS \
+        entry["authorized_operations"] = operations(ctx, GROUP, entry["group_id"]) \
             if request.include_authorized_operations and entry["error_code"] == ErrorCode.NONE \
             else NOT_PROVIDED
     return {"throttle_time_ms": 0, "groups": described}

@@ -13,6 +13,7 @@ every entity of a type, ``Admin.listConfigResources``).
 from __future__ import annotations
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import CLUSTER, DESCRIBE_CONFIGS, allowed
 from kcoord.protocol.errors import ErrorCode
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
@@ -31,6 +32,9 @@ def _names(broker, resource_type: int):
 
 @api(key=74, versions=(0, 1))
 def list_config_resources(ctx, request):
+    if not allowed(ctx, DESCRIBE_CONFIGS, CLUSTER):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "config_resources": []}
     supported = (CLIENT_METRICS,) if ctx.api_version == 0 else _ORDER
     wanted = set(request.resource_types or ()) or set(supported)
     if not wanted <= set(supported):

@@ -34,6 +34,7 @@ its metadata cache):
 from __future__ import annotations
 
 from kcoord.broker.apis import api
+from kcoord.broker.apis.authz import DESCRIBE, TOPIC, allowed, operations
 from kcoord.broker.apis.k003_metadata import TOPIC_OPERATIONS, partition_entries
 from kcoord.broker.topics.manager import validate_topic_name
 from kcoord.protocol.errors import ErrorCode
@@ -121,16 +122,24 @@ def describe_topic_partitions(ctx, request):
     node = broker.node_id
     entries = []
     next_cursor = None
+    secured = broker.authorizer is not None
+    ops = (lambda name: operations(ctx, TOPIC, name)) if secured else \
+        (lambda name: TOPIC_OPERATIONS)
     for name in selected:
         if remaining <= 0:
             # The budget is spent: the next page starts with this topic, whether
             # or not it exists.
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
+        if secured and not allowed(ctx, DESCRIBE, TOPIC, name):
+            if not list_all:  # Kafka lists only the topics the client may describe
+                entries.append(_missing(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                        operations(ctx, TOPIC, name)))
+            continue
         topic = topics.get(name)
         if topic is None:
             if not list_all:
-                entries.append(_missing(name))
+                entries.append(_missing(name, ops=ops(name)))
             continue
         start = cursor.partition_index if name == start_topic else 0
         count = topic.partitions
@@ -143,7 +152,7 @@ def describe_topic_partitions(ctx, request):
             "is_internal": topic.internal,
             "partitions": partition_entries(node, range(start, end),
                                             eligible_leader_replicas=[], last_known_elr=[]),
-            "topic_authorized_operations": TOPIC_OPERATIONS,
+            "topic_authorized_operations": ops(name),
         })
         if end < count:
             next_cursor = {"topic_name": name, "partition_index": end}
@@ -157,12 +166,13 @@ def _int32(value: int) -> int:
     return value - _INT32 if value >= 1 << 31 else value
 
 
-def _missing(name: str) -> dict:
-    code = (ErrorCode.INVALID_TOPIC_EXCEPTION if validate_topic_name(name)
-            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+def _missing(name: str, code: ErrorCode | None = None, ops: int = TOPIC_OPERATIONS) -> dict:
+    if code is None:
+        code = (ErrorCode.INVALID_TOPIC_EXCEPTION if validate_topic_name(name)
+                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     return {"error_code": code, "name": name, "topic_id": ZERO_UUID,
             "is_internal": name in INTERNAL_TOPICS, "partitions": [],
-            "topic_authorized_operations": TOPIC_OPERATIONS}
+            "topic_authorized_operations": ops}
 
 
 def _refused(request, code: ErrorCode) -> dict:

@@ -179,9 +179,14 @@ class KafkaBroker:
     """One Apache Kafka process (combined KRaft broker and controller) on loopback."""
 
     def __init__(self, version: str = MAIN_VERSION, extra: dict[str, object] | None = None,
-                 workdir: Path | None = None):
+                 workdir: Path | None = None, listeners: dict[str, str] | None = None):
+        """``listeners``: more listeners beside PLAINTEXT, each name with its security
+        protocol (``{"SASL_PLAINTEXT": "SASL_PLAINTEXT"}``), on free loopback ports
+        (``listener_port(name)``); their settings go in ``extra``."""
         self.version = version
         self.extra = extra or {}
+        self.listeners = dict(listeners or {})
+        self.listener_ports: dict[str, int] = {}
         self._own_dir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix=f"kcoord-kafka-{version}-"))
         self.port = 0
@@ -196,7 +201,8 @@ class KafkaBroker:
     def start(self, timeout: float = 120) -> "KafkaBroker":
         cp = classpath(self.version)
         self.port, controller_port = free_port(), free_port()
-        props = broker_properties(self.workdir, self.port, controller_port, self.extra)
+        props = broker_properties(self.workdir, self.port, controller_port,
+                                  {**self._listener_properties(controller_port), **self.extra})
         config = self.workdir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         cluster_id = _kafka_uuid()
@@ -220,6 +226,24 @@ class KafkaBroker:
             raise
         self.started_in = time.monotonic() - began
         return self
+
+    def _listener_properties(self, controller_port: int) -> dict[str, str]:
+        if not self.listeners:
+            return {}
+        self.listener_ports = {name: free_port() for name in self.listeners}
+        extra = ",".join(f"{name}://127.0.0.1:{port}" for name, port in self.listener_ports.items())
+        return {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},{extra},"
+                         f"CONTROLLER://127.0.0.1:{controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port},{extra}",
+            "listener.security.protocol.map": ",".join(
+                ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT",
+                 *(f"{name}:{protocol}" for name, protocol in self.listeners.items())]),
+        }
+
+    def listener_port(self, name: str) -> int:
+        """The port of one of the ``listeners`` given (PLAINTEXT's is ``port``)."""
+        return self.port if name == "PLAINTEXT" else self.listener_ports[name]
 
     def _wait_ready(self, deadline: float) -> None:
         last_error: Exception | None = None
