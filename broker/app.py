@@ -24,6 +24,7 @@ from kcoord.broker.runtime.timers import WallClock
 from kcoord.broker.listener import Listener
 from kcoord.broker.security.acls import Authorizer, make_authorizer
 from kcoord.broker.security.credentials import ScramCredentials
+from kcoord.broker.security.quotas import ClientQuotas
 from kcoord.broker.security.listeners import ListenerSecurity
 from kcoord.broker.security.listeners import build as build_listener_security
 from kcoord.broker.memory import CHECK_S, FullCollections, keep_freed_memory
@@ -70,6 +71,8 @@ class Broker:
         # The ACLs and their decisions, with authorizer.class.name set; None: every
         # request is allowed, as on a Kafka without an authorizer.
         self.authorizer: Authorizer | None = make_authorizer(config, self.data_dir)
+        self.quotas = ClientQuotas(self.data_dir, config["quota.window.size.seconds"] * 1000,
+                                   config["quota.window.num"])
         # (user, mechanism, password, iterations) given at start (--add-scram)
         self.initial_scram_users: list[tuple[str, str, str, int]] = []
         self.groups: GroupService | None = None
@@ -134,6 +137,7 @@ class Broker:
             self.scram_credentials.load()
             if self.authorizer is not None:
                 self.authorizer.load()
+            self.quotas.load()
             for user, mechanism, password, iterations in self.initial_scram_users:
                 self.scram_credentials.set_password(user, mechanism, password, iterations)
             self.group_configs = self._group_config_store.load()

@@ -391,6 +391,8 @@ _BROKER_DEFS: list[ConfigDef] = [
               doc="org.apache.kafka.metadata.authorizer.StandardAuthorizer turns on ACLs."),
     ConfigDef("super.users", STRING, None),
     ConfigDef("allow.everyone.if.no.acl.found", BOOLEAN, False),
+    ConfigDef("quota.window.num", INT, 11, validator=_positive),
+    ConfigDef("quota.window.size.seconds", INT, 1, validator=_positive),
     ConfigDef("sasl.enabled.mechanisms", LIST, ["GSSAPI"]),
     ConfigDef("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI"),
     ConfigDef("sasl.server.max.receive.size", INT, 524_288),

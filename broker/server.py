@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from kcoord.broker.apis import NO_RESPONSE, REGISTRY, CloseConnection
+from kcoord.broker.security.quotas import REQUEST as REQUEST_QUOTA
 from kcoord.broker.security.sasl import AuthenticationFailure, ProtocolViolation, SaslAuthenticator
 from kcoord.broker.security.tls import ANONYMOUS, TlsConfigError, certificate_principal
 from kcoord.protocol.headers import frame_response, request_header_codec
@@ -138,6 +139,18 @@ class RequestContext:
         self.peer = peer
         self.connection = connection
 
+    def throttle(self, kind: str, amount: float) -> int:
+        """Record ``amount`` against the client's quota of ``kind`` (bytes of a
+        produce or a fetch); the throttle time, the connection muted that long."""
+        quotas = self.broker.quotas
+        if kind not in quotas.enforcing:
+            return 0
+        ms = quotas.record(self.principal.partition(":")[2], self.client_id, kind, amount,
+                           time.monotonic() * 1000)
+        if ms:
+            self.connection.mute(ms)
+        return ms
+
     @property
     def host(self) -> str:
         """The client's address, as ACL hosts name it."""
@@ -192,6 +205,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # once per connection, not once per request.
         self._trace = log.bind().is_enabled_for(logging.DEBUG)
         self._requests = 0
+        self._muted_until = 0.0  # a quota's throttle: reading resumes then
 
     # -- transport callbacks ----------------------------------------------------
 
@@ -384,6 +398,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._maybe_resume_reading()
 
     def _maybe_resume_reading(self) -> None:
+        if self._muted_until and time.monotonic() < self._muted_until:
+            return  # throttled by a quota
         if len(self._queue) < _MAX_QUEUED_FRAMES // 2 \
                 and self._queued_bytes <= _MAX_QUEUED_BYTES // 2 and not self._closed:
             self._read_paused = False
@@ -519,6 +535,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         flexible = schema.is_flexible(api_version)
         ctx = RequestContext(self.broker, reg.key, api_version, correlation_id,
                              header.client_id or "", self.peer, self)
+        if REQUEST_QUOTA in self.broker.quotas.enforcing:
+            return self._serve_timed(ctx, reg, schema, api_version, correlation_id, flexible,
+                                     request)
         # What _handler_errors does, written out: this runs for every request.
         try:
             result = reg.handler(ctx, request)
@@ -529,6 +548,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception:
             self._handler_failed(schema, api_version)
         return self._encode_later(result, schema, api_version, correlation_id, flexible)
+
+    def _serve_timed(self, ctx, reg, schema, api_version, correlation_id, flexible, request):
+        """``_serve`` under a request_percentage quota: the time the handler takes on
+        the event loop is recorded against the client's quota (Kafka's request
+        handler thread time) and a throttle answered in ``throttle_time_ms``."""
+        started = time.perf_counter()
+        with self._handler_errors(schema, api_version):
+            result = reg.handler(ctx, request)
+        if type(result) is not dict and inspect.isawaitable(result):
+            return self._encode_later(result, schema, api_version, correlation_id, flexible)
+        throttle = ctx.throttle(REQUEST_QUOTA, (time.perf_counter() - started) * 100)
+        if throttle and isinstance(result, dict) and "throttle_time_ms" in result:
+            result["throttle_time_ms"] = max(result["throttle_time_ms"], throttle)
+        return self._encode(schema, api_version, correlation_id, flexible, result)
 
     async def _encode_later(self, pending, schema, api_version, correlation_id, flexible):
         with self._handler_errors(schema, api_version):
@@ -599,6 +632,26 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         remaining = max(idle_ms / 1000 - idle_for, 0.05)
         self._idle_timer = asyncio.get_running_loop().call_later(remaining, self._check_idle)
+
+    def mute(self, ms: int) -> None:
+        """Read nothing more from the client for ``ms`` (Kafka mutes a throttled
+        channel, KIP-219): its next requests wait in the socket meanwhile."""
+        if self._closed or self.transport is None:
+            return
+        until = time.monotonic() + ms / 1000
+        if until <= self._muted_until:
+            return
+        self._muted_until = until
+        if not self._read_paused:
+            self._read_paused = True
+            self.transport.pause_reading()
+        asyncio.get_running_loop().call_later(ms / 1000, self._unmute)
+
+    def _unmute(self) -> None:
+        if time.monotonic() + 0.001 < self._muted_until:
+            return  # muted again since, for longer
+        self._muted_until = 0.0
+        self._maybe_resume_reading()
 
     def gone(self) -> asyncio.Future:
         """Done once the client closed or half-closed the connection: a parked

@@ -37,6 +37,7 @@ import structlog
 
 from kcoord.broker.apis import NO_RESPONSE, CloseConnection, api
 from kcoord.broker.apis.authz import TOPIC, TRANSACTIONAL_ID, WRITE, allowed, allowed_names
+from kcoord.broker.security.quotas import PRODUCE as PRODUCE_QUOTA
 from kcoord.broker.topics.data import LEADER_EPOCH, find_partition
 from kcoord.protocol import compression
 from kcoord.protocol.errors import ErrorCode
@@ -277,10 +278,14 @@ async def produce(ctx, request):
             answers.append(answer)
         responses.append({"name": topic.name, "topic_id": topic.topic_id,
                           "partition_responses": answers})
+    throttle_ms = 0
+    if PRODUCE_QUOTA in ctx.broker.quotas.enforcing:
+        throttle_ms = ctx.throttle(PRODUCE_QUOTA, sum(
+            len(p.records) for t in request.topic_data for p in t.partition_data if p.records))
     if acks == 0:
         if failed:
             # Kafka closes the connection: the producer learns of the failure
             # through its next metadata refresh.
             raise CloseConnection
         return NO_RESPONSE
-    return {"responses": responses, "throttle_time_ms": 0}
+    return {"responses": responses, "throttle_time_ms": throttle_ms}

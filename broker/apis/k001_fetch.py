@@ -41,6 +41,7 @@ import asyncio
 
 from kcoord.broker.apis import api
 from kcoord.broker.apis.authz import READ, TOPIC, allowed_names
+from kcoord.broker.security.quotas import FETCH as FETCH_QUOTA
 from kcoord.broker.topics.data import find_partition, leader_epoch_error, load_producers
 from kcoord.broker.topics.fetch_sessions import (
     FINAL_EPOCH,
@@ -379,8 +380,11 @@ async def fetch(ctx, request):
         answers = [answers[i] for i in keep]
     elif create:
         session_id = _new_session(ctx, wanted, answers, by_id)
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": session_id,
-            "responses": _group(wanted, answers, by_id=by_id)}
+    throttle_ms = 0
+    if FETCH_QUOTA in ctx.broker.quotas.enforcing:
+        throttle_ms = ctx.throttle(FETCH_QUOTA, sum(len(a["records"] or b"") for a in answers))
+    return {"throttle_time_ms": throttle_ms, "error_code": ErrorCode.NONE,
+            "session_id": session_id, "responses": _group(wanted, answers, by_id=by_id)}
 
 
 async def _park(ctx, reader: _Reader, wait_ms: int, min_bytes: int):

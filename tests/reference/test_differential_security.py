@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import socket
-import ssl
 import struct
 import time
 import uuid
@@ -31,7 +30,6 @@ from tests.reference.fixtures import _unavailable
 from tests.support import SASL_USERS, Secured
 
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
-SCRAM_TYPES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
 SCRAM_HASHES = {1: "sha256", 2: "sha512"}
 ITERATIONS = 4096  # of the credentials Secured gives SASL_USERS
 METADATA_ALL = {"topics": None, "allow_auto_topic_creation": False,
@@ -145,7 +143,7 @@ def _closed(client: WireClient, wait: float = 5) -> bool:
     client.sock.settimeout(wait)
     try:
         return client.sock.recv(1) == b""
-    except (ConnectionResetError, ssl.SSLError):
+    except ConnectionResetError:
         return True
     except socket.timeout:
         return False
@@ -643,14 +641,16 @@ def test_a_new_scram_credential_logs_in_and_a_deleted_one_no_longer(pair):
         final = client.call(36, 2, {"auth_bytes": scram.final_message()})
         return final["error_code"], final["error_message"]
 
-    created = pair.both("PLAINTEXT", _scram_calls(
+    ours, theirs = pair.both("PLAINTEXT", _scram_calls(
         [_alter([_upsertion(user, 2, "fresh-secret", iterations=8192)]), _describe(user)]))
-    assert created[0] == created[1]
-    assert pair.both("SASL_PLAINTEXT", login) == ((0, None), (0, None))
-    deleted = pair.both("PLAINTEXT", _scram_calls(
-        [_alter(deletions=[{"name": user, "mechanism": 2}]), _describe(user)]))
-    assert deleted[0] == deleted[1]
-    ours, theirs = pair.both("SASL_PLAINTEXT", login)
-    assert theirs[0] == 58
     assert ours == theirs
-
+    ours, theirs = pair.both("SASL_PLAINTEXT", login)
+    assert theirs[0] == 0
+    assert ours == theirs
+    ours, theirs = pair.both("PLAINTEXT", _scram_calls(
+        [_alter(deletions=[{"name": user, "mechanism": 2}]), _describe(user)]))
+    assert ours == theirs
+    ours, theirs = pair.both("SASL_PLAINTEXT", login)
+    assert theirs == (58, "Authentication failed during authentication due to invalid "
+                          "credentials with SASL mechanism SCRAM-SHA-512")
+    assert ours == theirs
