@@ -29,6 +29,7 @@ BENCHMARKS = {
     "kafka": "benchmarks.bench_kafka",
     "consumer": "benchmarks.bench_consumer_groups",
     "transactions": "benchmarks.bench_transactions",
+    "security": "benchmarks.bench_security",
     "pipeline": "benchmarks.bench_pipeline",
 }
 

@@ -13,5 +13,6 @@ def describe_user_scram_credentials(ctx, request):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "error_message": "Cluster authorization failed.", "results": []}
     users = None if request.users is None else [u.name for u in request.users]
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+    # Kafka answers empty messages where there is no error
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": "",
             "results": ctx.broker.scram_credentials.describe(users)}

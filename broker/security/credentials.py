@@ -47,7 +47,7 @@ class ScramCredentials:
                 wanted[user] = user in wanted
         results = []
         for user, duplicate in wanted.items():
-            result = {"user": user, "error_code": 0, "error_message": None,
+            result = {"user": user, "error_code": 0, "error_message": "",
                       "credential_infos": []}
             if duplicate:
                 result.update(error_code=ErrorCode.DUPLICATE_RESOURCE, error_message=(
@@ -99,6 +99,10 @@ class ScramCredentials:
                     problem = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations")
                 elif upsertion.iterations > MAX_ITERATIONS:
                     problem = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations")
+                elif not upsertion.salted_password:
+                    # Kafka's keys cannot be derived from an empty one (its HMAC refuses
+                    # an empty key): an unknown server error, nothing kept
+                    problem = (ErrorCode.UNKNOWN_SERVER_ERROR, None)
             if problem:
                 errors[name] = problem
             else:

@@ -33,6 +33,7 @@ from kcoord.broker.security.scram import (
     MECHANISMS as SCRAM_MECHANISMS,
     AuthenticationFailed,
     Credential,
+    ExchangeBroken,
     SaslError,
     ScramServer,
 )
@@ -215,7 +216,7 @@ class SaslAuthenticator:
         if not self._kafka_headers:  # v0: the frame is the token, answered raw
             try:
                 answer = self._evaluate(frame)
-            except (AuthenticationFailed, SaslError) as exc:
+            except (AuthenticationFailed, SaslError, ExchangeBroken) as exc:
                 raise AuthenticationFailure(None, str(exc)) from None
             return struct.pack(">i", len(answer)) + answer
         if len(frame) < 8:
@@ -223,8 +224,9 @@ class SaslAuthenticator:
         api_key, version, correlation_id = _KEY_VERSION.unpack_from(frame, 0)
         if api_key != SASL_AUTHENTICATE.key:
             raise AuthenticationFailure(
-                None, f"Unexpected Kafka request of type {_API_NAMES.get(api_key, api_key)} "
-                      "during SASL authentication.")
+                _illegal_state_answer(api_key, version, correlation_id),
+                f"Unexpected Kafka request of type {_API_NAMES.get(api_key, api_key)} "
+                "during SASL authentication.")
         if not SASL_AUTHENTICATE.min_version <= version <= SASL_AUTHENTICATE.max_version:
             raise ProtocolViolation(f"Version {version} is not supported for apiKey "
                                     "SASL_AUTHENTICATE")
@@ -237,6 +239,8 @@ class SaslAuthenticator:
 
         try:
             answer = self._evaluate(bytes(request.auth_bytes))
+        except ExchangeBroken as exc:
+            raise ProtocolViolation(str(exc)) from None
         except AuthenticationFailed as exc:
             raise failed(str(exc)) from None
         except SaslError as exc:
@@ -246,7 +250,7 @@ class SaslAuthenticator:
                          f"credentials with SASL mechanism {self.mechanism}") from None
         lifetime_ms = self._lifetime_ms if self.state == "complete" else 0
         return frame_response(SASL_AUTHENTICATE, version, correlation_id, {
-            "error_code": 0, "error_message": None, "auth_bytes": answer,
+            "error_code": 0, "error_message": "", "auth_bytes": answer,
             "session_lifetime_ms": lifetime_ms})
 
     def _evaluate(self, token: bytes) -> bytes:
@@ -279,6 +283,30 @@ class SaslAuthenticator:
             lifetime = min(lifetime, reauth_ms)
         self._lifetime_ms = max(int(lifetime), 0)
         self.expires_at = self.settings.clock() + self._lifetime_ms / 1000
+
+
+# The error answers (ILLEGAL_SASL_STATE) Kafka gives a request sent in place of
+# a SaslAuthenticate, for the requests a client could send there; any other is
+# closed without one.
+_ILLEGAL_STATE_ANSWERS = {
+    SASL_HANDSHAKE.key: {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []},
+    API_VERSIONS_KEY: {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "api_keys": [],
+                       "throttle_time_ms": 0, "supported_features": [],
+                       "finalized_features_epoch": -1, "finalized_features": []},
+    3: {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
+        "topics": [], "cluster_authorized_operations": -(1 << 31),
+        "error_code": ErrorCode.ILLEGAL_SASL_STATE},
+}
+
+
+def _illegal_state_answer(api_key: int, version: int, correlation_id: int) -> bytes | None:
+    from kcoord.protocol.messages import ALL_APIS
+
+    body = _ILLEGAL_STATE_ANSWERS.get(api_key)
+    api = ALL_APIS.get(api_key)
+    if body is None or api is None or not api.min_version <= version <= api.max_version:
+        return None
+    return frame_response(api, version, correlation_id, body)
 
 
 def _decode(api, version: int, frame: bytes):

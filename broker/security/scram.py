@@ -25,6 +25,11 @@ class SaslError(Exception):
     """A failed exchange whose reason the client is not told (Kafka's SaslException)."""
 
 
+class ExchangeBroken(Exception):
+    """Input the exchange cannot go on with (Kafka fails it with an unexpected
+    exception): the connection is closed without an answer."""
+
+
 class AuthenticationFailed(Exception):
     """A failed exchange whose message is the client's answer
     (Kafka's SaslAuthenticationException)."""
@@ -137,7 +142,7 @@ class ScramServer:
             if self._state == "final":
                 return self._final(token)
             raise SaslError(f"Unexpected challenge in Sasl server state {self._state}")
-        except (SaslError, AuthenticationFailed):
+        except (SaslError, AuthenticationFailed, ExchangeBroken):
             self._state = "failed"
             self._credential = None
             raise
@@ -184,7 +189,7 @@ class ScramServer:
         signature = mech.hmac(credential.stored_key, auth_message)
         proof = base64.b64decode(match["proof"])
         if len(proof) != len(signature):
-            raise SaslError("Invalid client credentials")
+            raise ExchangeBroken(f"a client proof of {len(proof)} bytes")
         client_key = bytes(a ^ b for a, b in zip(signature, proof))
         if not hmac.compare_digest(mech.digest(client_key), credential.stored_key):
             raise SaslError("Invalid client credentials")
