@@ -452,10 +452,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
                                        reason=str(exc))
             raise CloseConnection from None
         if not auth.pending:
+            renewed = self.principal == auth.principal
             self.principal = auth.principal
             if self._trace:
-                log.debug("connection.authenticated", peer=self.peer, principal=self.principal,
-                          mechanism=auth.mechanism)
+                log.debug("connection.reauthenticated" if renewed else "connection.authenticated",
+                          peer=self.peer, principal=self.principal, mechanism=auth.mechanism,
+                          session_ms=auth.session_ms)
         return answer
 
     async def _fail_later(self, response: bytes | None, delay: float):

@@ -131,6 +131,11 @@ class SaslAuthenticator:
     def pending(self) -> bool:
         return self.state != "complete"
 
+    @property
+    def session_ms(self) -> int | None:
+        """The session's length (None: no end)."""
+        return self._lifetime_ms if self.expires_at is not None else None
+
     def expired(self) -> bool:
         return self.expires_at is not None and self.settings.clock() > self.expires_at
 

@@ -159,7 +159,7 @@ def test_creations_refused_as_kafka_refuses_them(tmp_path):
 
 
 def test_acls_are_kept_and_deleted_by_filter(tmp_path):
-    authorizer = _authorizer(tmp_path, [_acl("a", READ), _acl("b", READ), _acl("b", WRITE)])
+    _authorizer(tmp_path, [_acl("a", READ), _acl("b", READ), _acl("b", WRITE)])
     again = Authorizer(tmp_path, [], False)
     again.load()
     assert again.authorize("User:alice", "h", WRITE, TOPIC, "b")

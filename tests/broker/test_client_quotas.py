@@ -159,3 +159,28 @@ def test_quota_apis_answer_every_version(broker, version):
         assert answer["entries"][0]["error_code"] == 0
         described = client.call(48, version, {"components": [], "strict": False})
         assert described["error_code"] == 0
+
+
+def test_a_client_over_its_request_percentage_is_throttled(make_broker):
+    """request_percentage: the time a client's requests take on the event loop,
+    as a percentage of one second; Metadata of many topics takes a client with a
+    tiny quota over it, and the answer says how long to wait."""
+    node = make_broker()
+    with WireClient.to(node.bootstrap) as client:
+        assert _alter(client, (_entity(client_id="busy"), {"request_percentage": 0.001})) == [
+            (0, None)]
+    for i in range(20):
+        node.call(lambda i=i: node.broker.topics.create(f"many-{i}", 4, {}))
+    throttle = 0
+    with WireClient.to(node.bootstrap, client_id="busy") as busy:
+        for _ in range(20):  # until the first throttled answer (the connection is muted then)
+            throttle = busy.call(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                         "include_topic_authorized_operations": False})[
+                "throttle_time_ms"]
+            if throttle:
+                break
+    assert throttle > 0
+    with WireClient.to(node.bootstrap, client_id="idle") as other:
+        assert other.call(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                  "include_topic_authorized_operations": False})[
+            "throttle_time_ms"] == 0

@@ -238,3 +238,34 @@ def test_confluent_kafka_logs_in_with_an_unsecured_oauthbearer_token(tmp_path):
         assert "User:dora" in _principals(setup, "SASL_SSL")
     finally:
         setup.stop()
+
+
+def test_librdkafka_re_authenticates_before_its_session_ends(tmp_path):
+    """With connections.max.reauth.ms, librdkafka logs in again on its open
+    connection before the session ends (KIP-368): a producer keeps producing
+    past several session lengths and no connection is cut."""
+    import logging
+
+    import structlog
+
+    setup = Secured(tmp_path / "data", tmp_path / "certs",
+                    extra={"connections.max.reauth.ms": "1500"})
+    wrapper = structlog.get_config()["wrapper_class"]
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    try:
+        with structlog.testing.capture_logs() as logs:
+            setup.start()
+            producer = Producer(_librdkafka(setup, "SASL_SSL+SCRAM-SHA-512"))
+            delivered = []
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                producer.produce("renewed", b"x", on_delivery=lambda e, m: delivered.append(e))
+                producer.poll(0.1)
+            assert producer.flush(10) == 0
+        events = [e["event"] for e in logs]
+        assert delivered and all(e is None for e in delivered)
+        assert "connection.session_expired" not in events
+        assert events.count("connection.reauthenticated") >= 2
+    finally:
+        structlog.configure(wrapper_class=wrapper)
+        setup.stop()
