@@ -738,7 +738,7 @@ class BrokerConfig:
     def _check_listeners(self) -> None:
         """As Kafka checks them (KafkaConfig.listeners, advertisedListeners): names
         and ports unique, each name's security protocol known (the map, or the
-        name itself), advertised names among the listeners'; and PLAINTEXT only."""
+        name itself), advertised names among the listeners'; each protocol one of Kafka's four."""
         protocols = dict(_DEFAULT_PROTOCOL_MAP)
         protocol_map = self.quiet.get("listener.security.protocol.map")
         if protocol_map:

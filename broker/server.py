@@ -201,6 +201,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._pass_scheduled = False
         self._gone: asyncio.Future | None = None  # see ``gone``
         self.max_frame = broker.config["socket.request.max.bytes"]
+        if self.auth is not None:
+            # Before a client has logged in, its frames are held to
+            # sasl.server.max.receive.size (Kafka: "invalid receive size").
+            self.max_frame = min(self.max_frame, broker.config["sasl.server.max.receive.size"])
         # Each request is traced at debug level: whether that level is on is asked
         # once per connection, not once per request.
         self._trace = log.bind().is_enabled_for(logging.DEBUG)
@@ -452,6 +456,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                                        reason=str(exc))
             raise CloseConnection from None
         if not auth.pending:
+            self.max_frame = self.broker.config["socket.request.max.bytes"]
             renewed = self.principal == auth.principal
             self.principal = auth.principal
             if self._trace:

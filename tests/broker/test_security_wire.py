@@ -355,3 +355,18 @@ def test_oauthbearer_refuses_a_token_with_a_json_challenge(oauth, claims, header
         assert (final["error_code"], final["error_message"]) == (
             SASL_AUTHENTICATION_FAILED, challenge)
         assert _closed(client)
+
+
+def test_before_login_a_frame_is_held_to_the_sasl_receive_size(secured):
+    """sasl.server.max.receive.size (512 KiB): a client that has not logged in
+    cannot make the broker set aside more; after its login the usual limit holds."""
+    with _client(secured, "SASL_PLAINTEXT") as client:
+        client.send_raw(struct.pack(">i", 600_000) + b"x" * 1000)
+        assert _closed(client)
+    with _client(secured, "SASL_PLAINTEXT") as client:
+        assert _plain_login(client, "alice", "alice-secret")["error_code"] == 0
+        big = client.call(3, 12, {"topics": [{"name": f"t{i:05d}-" + "n" * 200, "topic_id": None}
+                                             for i in range(3000)],
+                                  "allow_auto_topic_creation": False,
+                                  "include_topic_authorized_operations": False})
+        assert len(big["topics"]) == 3000  # a 600 KB request, served once logged in
