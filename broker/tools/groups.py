@@ -20,6 +20,7 @@ import json
 import sys
 from dataclasses import dataclass
 
+from kcoord.broker.tools.connect import ConnectError, connect
 from kcoord.protocol.client import WireClient
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.group_records import consumer_assignment
@@ -68,6 +69,10 @@ def add_parser(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
                         help="the broker to connect to")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="a Java client's properties: security.protocol, ssl.truststore.*, "
+                             "ssl.keystore.*, sasl.mechanism and sasl.jaas.config (PEM stores; "
+                             "PLAIN or SCRAM), as Kafka's tools take them")
     parser.error = functools.partial(_misuse, parser)
     for action in ACTIONS:
         parser.add_argument(f"--{action}", action="store_true",
@@ -153,11 +158,10 @@ def run(args, out=sys.stdout, err=sys.stderr) -> int:
         print(f"--export and --output {output} do not go together: --export writes the "
               "CSV that --from-file reads", file=err)
         return 1
-    host, _, port = args.bootstrap_server.rpartition(":")
     try:
-        client = WireClient(host.strip("[]"), int(port), timeout=args.timeout / 1000,
-                            client_id="kcoord-groups")
-    except (OSError, ValueError) as exc:
+        client = connect(args.bootstrap_server, args.timeout / 1000, "kcoord-groups",
+                         args.command_config)
+    except (OSError, ValueError, ConnectError) as exc:
         print(f"\nError: Executing consumer group command failed due to {exc}",
               file=out if output == "table" else err)
         _Groups(None, out, err, output, kind).flush()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kcoord.protocol.client import WireClient
+from kcoord.broker.tools.connect import ConnectError, connect
 from kcoord.protocol.errors import ErrorCode
 
 ACTIONS = ("list", "describe", "create", "alter", "delete")
@@ -43,6 +43,10 @@ def add_parser(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
                         help="the broker to connect to")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="a Java client's properties: security.protocol, ssl.truststore.*, "
+                             "ssl.keystore.*, sasl.mechanism and sasl.jaas.config (PEM stores; "
+                             "PLAIN or SCRAM), as Kafka's tools take them")
     for action in ACTIONS:
         parser.add_argument(f"--{action}", action="store_true", help=f"{action} topics")
     parser.add_argument("--topic", help="the topic")
@@ -68,11 +72,10 @@ def run(args, out=sys.stdout, err=sys.stderr) -> int:
     if actions[0] in ("create", "alter", "delete") and not args.topic:
         print('Missing required argument "[topic]"', file=err)
         return 1
-    host, _, port = args.bootstrap_server.rpartition(":")
     try:
-        client = WireClient(host.strip("[]"), int(port), timeout=args.timeout / 1000,
-                            client_id="kcoord-topics")
-    except (OSError, ValueError) as exc:
+        client = connect(args.bootstrap_server, args.timeout / 1000, "kcoord-topics",
+                         args.command_config)
+    except (OSError, ValueError, ConnectError) as exc:
         print(f"{_ERROR}{exc}", file=out)
         return 1
     with client:
@@ -81,7 +84,7 @@ def run(args, out=sys.stdout, err=sys.stderr) -> int:
 
 
 class _Topics:
-    def __init__(self, client: WireClient, out, timeout_ms: int):
+    def __init__(self, client, out, timeout_ms: int):
         self.client = client
         self.out = out
         self.timeout_ms = timeout_ms
