@@ -100,8 +100,9 @@ async def alter_configs(ctx, request, incremental: bool) -> dict:
             if named[(res.resource_type, res.resource_name)] > 1:
                 raise _Refused(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
             refusal = config_refusal(ctx, ALTER_CONFIGS, res.resource_type, res.resource_name)
-            if refusal is not None:
-                raise _Refused(refusal, AUTHORIZATION_MESSAGES[refusal])
+            if refusal is not None:  # Kafka words a topic's or group's, not a broker's
+                raise _Refused(refusal, None if refusal == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                               else AUTHORIZATION_MESSAGES[refusal])
             changes = _changes(broker, res, incremental)
             if request.validate_only:
                 pass

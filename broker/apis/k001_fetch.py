@@ -132,7 +132,7 @@ class _Reader:
         if want.unknown_id:
             return _error(want.partition, ErrorCode.UNKNOWN_TOPIC_ID, unknown=True)
         if want.name in self.denied:
-            return _error(want.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            return _error(want.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED, unknown=True)
         view = find_partition(self.ctx.broker, want.name, want.partition)
         if view is None:
             return _error(want.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, unknown=True)
@@ -299,11 +299,12 @@ def _new_session(ctx, wanted: list[_Wanted], answers: list[dict], by_id: bool) -
 def _refused_first_rank(answer: dict) -> int:
     """Where KafkaApis.handleFetchRequest puts a partition in its answer: the ones it
     read first, then the ones refused before reading (``erroneous``): unknown topic
-    ids, then unknown topics or partitions, each group in request order."""
+    ids, then the topics the client may not read and unknown topics or partitions,
+    each group in request order."""
     code = answer["error_code"]
     if code == ErrorCode.UNKNOWN_TOPIC_ID:
         return 1
-    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.TOPIC_AUTHORIZATION_FAILED):
         return 2
     return 0
 

@@ -162,8 +162,7 @@ def metadata(ctx, request):
                 entries.append(entry)
                 continue
             if secured and not allowed(ctx, DESCRIBE, TOPIC, wanted.name):
-                entries.append(_error_entry(wanted.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                            ops=ops(wanted.name)))
+                entries.append(_error_entry(wanted.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             topic = topics.get(wanted.name)
             if topic is None:
@@ -234,4 +233,6 @@ def cluster_operations(ctx, include: bool) -> int:
         return NOT_PROVIDED
     if ctx.broker.authorizer is None:
         return CLUSTER_OPERATIONS
+    if not allowed(ctx, DESCRIBE, CLUSTER):
+        return 0  # Kafka fills them in only for a client that may describe the cluster
     return operations(ctx, CLUSTER, "kafka-cluster")

@@ -58,12 +58,12 @@ def find_coordinator(ctx, request):
             if version < 4:
                 return _answer(ctx, keys, refusal, _AUTHORIZATION_MESSAGES[refusal])
             if len(refused) == len(set(keys)):
-                return _answer(ctx, keys, refusal, _AUTHORIZATION_MESSAGES[refusal])
+                return _answer(ctx, keys, refusal, "")
             answer = _answer(ctx, keys, code, message)
             for entry in answer["coordinators"]:
                 if entry["key"] in refused:
                     entry.update(node_id=-1, host="", port=-1, error_code=refusal,
-                                 error_message=_AUTHORIZATION_MESSAGES[refusal])
+                                 error_message="")
             return answer
     if key_type == TRANSACTION and TRANSACTION_STATE_TOPIC not in broker.topics.topics:
         return _creating_the_topic(ctx, keys)

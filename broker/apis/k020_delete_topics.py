@@ -65,9 +65,11 @@ async def delete_topics(ctx, request):
         topic = topics.get(name) if name is not None else topics.by_id(topic_id)
         if secured:
             shown = name if name is not None else (topic.name if topic is not None else None)
-            if shown is not None and not (allowed(ctx, DESCRIBE, TOPIC, shown)
-                                          and allowed(ctx, DELETE, TOPIC, shown)):
-                visible = name is not None or allowed(ctx, DESCRIBE, TOPIC, shown)
+            describable = shown is not None and allowed(ctx, DESCRIBE, TOPIC, shown)
+            if shown is not None and (not describable or topic is not None and not allowed(
+                    ctx, DELETE, TOPIC, shown)):
+                # an unknown topic one may describe is answered as unknown, below
+                visible = name is not None or describable
                 answer(shown if visible else None, ZERO_UUID if name is not None else topic_id,
                        ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
                 continue

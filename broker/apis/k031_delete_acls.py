@@ -4,24 +4,17 @@ the answer.  Needs ALTER on the cluster; without an authorizer,
 SECURITY_DISABLED as on Kafka."""
 
 from kcoord.broker.apis import api
-from kcoord.broker.apis.authz import ALTER, CLUSTER, allowed
-from kcoord.broker.apis.k029_describe_acls import acl_filter
-from kcoord.protocol.errors import ErrorCode
+from kcoord.broker.apis.k029_describe_acls import acl_filter, change_refusal
 
 
 @api(key=31, versions=(1, 3))
 async def delete_acls(ctx, request):
-    authorizer = ctx.broker.authorizer
-    refusal = None
-    if authorizer is None:
-        refusal = (ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
-    elif not allowed(ctx, ALTER, CLUSTER):
-        refusal = (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+    refusal = change_refusal(ctx)
     if refusal is not None:
         return {"throttle_time_ms": 0, "filter_results": [
             {"error_code": refusal[0], "error_message": refusal[1], "matching_acls": []}
             for _ in request.filters]}
-    results = await authorizer.delete([acl_filter(f) for f in request.filters])
+    results = await ctx.broker.authorizer.delete([acl_filter(f) for f in request.filters])
     return {"throttle_time_ms": 0, "filter_results": [
         {"error_code": code, "error_message": message, "matching_acls": [
             {"error_code": 0, "error_message": None, "resource_type": a.resource_type,

@@ -30,6 +30,7 @@ async def describe_producers(ctx, request):
                       "error_message": None, "active_producers": []}
             if t.name not in permitted:
                 answer["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                answer["error_message"] = "Topic authorization failed."
             elif topic is None:
                 answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 answer["error_message"] = _NOT_HOSTED

@@ -15,10 +15,7 @@ from kcoord.protocol.errors import ErrorCode
 
 
 def _describe(broker, transactional_id: str) -> dict:
-    answer = {"error_code": ErrorCode.NONE, "transactional_id": transactional_id,
-              "transaction_state": "", "transaction_timeout_ms": 0,
-              "transaction_start_time_ms": -1, "producer_id": -1, "producer_epoch": -1,
-              "topics": []}
+    answer = _refused(transactional_id, ErrorCode.NONE)
     if not transactional_id:
         answer["error_code"] = ErrorCode.INVALID_REQUEST
         return answer
@@ -44,8 +41,9 @@ def describe_transactions(ctx, request):
         else _refused(transactional_id) for transactional_id in request.transactional_ids]}
 
 
-def _refused(transactional_id: str) -> dict:
-    return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            "transactional_id": transactional_id, "transaction_state": "",
-            "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
-            "producer_epoch": -1, "topics": []}
+def _refused(transactional_id: str,
+             code: ErrorCode = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) -> dict:
+    """An entry with no transaction in it: Kafka's zeros (its schema's defaults)."""
+    return {"error_code": code, "transactional_id": transactional_id, "transaction_state": "",
+            "transaction_timeout_ms": 0, "transaction_start_time_ms": 0, "producer_id": 0,
+            "producer_epoch": 0, "topics": []}

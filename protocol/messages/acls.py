@@ -10,20 +10,23 @@ CREATE, 6 DELETE, 7 ALTER, 8 DESCRIBE, 9 CLUSTER_ACTION, 10 DESCRIBE_CONFIGS,
 
 from kcoord.protocol.schema import F, S, Api
 
+# An ACL filter: DescribeAcls' request, each of DeleteAcls' filters.
+_FILTER = (
+    F("resource_type_filter", "int8"),
+    F("resource_name_filter", "string", nullable="0+", default=None),
+    F("pattern_type_filter", "int8", default=3),
+    F("principal_filter", "string", nullable="0+", default=None),
+    F("host_filter", "string", nullable="0+", default=None),
+    F("operation", "int8"),
+    F("permission_type", "int8"),
+)
+
 DESCRIBE_ACLS = Api(
     key=29,
     name="DescribeAcls",
     versions="1-3",
     flexible="2+",
-    request=S(
-        F("resource_type_filter", "int8"),
-        F("resource_name_filter", "string", nullable="0+", default=None),
-        F("pattern_type_filter", "int8", default=3),
-        F("principal_filter", "string", nullable="0+", default=None),
-        F("host_filter", "string", nullable="0+", default=None),
-        F("operation", "int8"),
-        F("permission_type", "int8"),
-    ),
+    request=S(*_FILTER),
     response=S(
         F("throttle_time_ms", "int32"),
         F("error_code", "int16"),
@@ -73,15 +76,7 @@ DELETE_ACLS = Api(
     versions="1-3",
     flexible="2+",
     request=S(
-        F("filters", [S(
-            F("resource_type_filter", "int8"),
-            F("resource_name_filter", "string", nullable="0+", default=None),
-            F("pattern_type_filter", "int8", default=3),
-            F("principal_filter", "string", nullable="0+", default=None),
-            F("host_filter", "string", nullable="0+", default=None),
-            F("operation", "int8"),
-            F("permission_type", "int8"),
-        )]),
+        F("filters", [S(*_FILTER)]),
     ),
     response=S(
         F("throttle_time_ms", "int32"),

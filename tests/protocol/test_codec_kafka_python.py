@@ -65,6 +65,8 @@ RENAMES = {
     (60, "response"): {"cluster_authorized_operations": "authorized_operations"},
     # kafka-python's TxnOffsetCommit schema predates KIP-848's rename of GenerationId.
     (28, "request"): {"generation_id_or_member_epoch": "generation_id"},
+    # Kafka's "Values" ("values" is a method of our messages)
+    (48, "response"): {"quota_values": "values"},
 }
 
 # Versions kafka-python can encode but describes with a newer schema that
