@@ -186,3 +186,24 @@ def test_a_decision_does_not_look_at_every_acl(tmp_path, count):
     authorizer._matching = counting
     assert authorizer.authorize("User:alice", "h", READ, TOPIC, "topic-7")
     assert len(looked) == 1
+
+
+def test_write_on_some_topic_as_kafka_s_authorize_by_resource_type(tmp_path):
+    authorizer = _authorizer(tmp_path, [
+        _acl("logs", WRITE, principal="User:dan"), _acl("*", WRITE, DENY, principal="User:dan"),
+        _acl("logs-a", WRITE, principal="User:erin"),
+        _acl("logs-a", WRITE, DENY, principal="User:erin"),
+        _acl("logs-b", WRITE, pattern=PREFIXED, principal="User:fay"),
+        _acl("logs-b-x", WRITE, DENY, principal="User:fay"),
+        _acl("t", WRITE, principal="User:gus", host="10.0.0.1"),
+        _acl("t", READ, principal="User:hal")])
+    can = authorizer.authorize_any
+    assert not can("User:dan", "h", WRITE, TOPIC)  # a DENY of every topic
+    assert not can("User:erin", "h", WRITE, TOPIC)  # the one ALLOW denied by name
+    assert can("User:fay", "h", WRITE, TOPIC)  # a literal DENY leaves the prefix's others
+    assert can("User:gus", "10.0.0.1", WRITE, TOPIC)
+    assert not can("User:gus", "10.0.0.2", WRITE, TOPIC)  # from another host
+    assert not can("User:hal", "h", WRITE, TOPIC)  # READ is not WRITE
+    assert not Authorizer(tmp_path / "empty", [], False).authorize_any("User:x", "h", WRITE,
+                                                                        TOPIC)
+    assert Authorizer(tmp_path / "open", [], True).authorize_any("User:x", "h", WRITE, TOPIC)

@@ -184,3 +184,21 @@ def test_a_client_over_its_request_percentage_is_throttled(make_broker):
         assert other.call(3, 12, {"topics": None, "allow_auto_topic_creation": False,
                                   "include_topic_authorized_operations": False})[
             "throttle_time_ms"] == 0
+
+
+def test_rates_forget_windows_older_than_the_measured_span(tmp_path):
+    """11 windows of 1 s: an amount recorded more than 11 s ago no longer
+    counts; until 10 whole windows have passed the span is counted as 10 s."""
+    quotas = ClientQuotas(tmp_path, window_ms=1000, samples=11)
+    quotas._set({'[["client-id", "c"]]': {PRODUCE: 100.0}})
+    assert quotas.record("u", "c", PRODUCE, 2_000, now_ms=0) == 10_000  # 200/s over 10 s
+    # 5 s later: the same 2,000 bytes over the 10 s minimum span, plus 1
+    assert quotas.record("u", "c", PRODUCE, 1, now_ms=5_000) == 10_009  # 200.1/s
+    # 30 s later the first windows are gone: 1 byte over 10 s is under the quota
+    assert quotas.record("u", "c", PRODUCE, 1, now_ms=30_000) == 0
+    # past the minimum span the real one counts: 11 windows of 100 B over 12.5 s
+    for second in range(40, 51):
+        quotas.record("u", "c", PRODUCE, 100, now_ms=second * 1000)
+    rate = quotas._rates[(PRODUCE, None, "c")]
+    observed, window = rate.measure(51_500)
+    assert (len(rate.starts), round(window), round(observed, 1)) == (11, 11_500, 95.7)

@@ -215,3 +215,67 @@ def test_the_start_line_hides_every_secret():
     assert config.differences()["listener.name.sasl_ssl.plain.sasl.jaas.config"] == \
         "[hidden] (set)"
     assert config.differences()["ssl.key.password"].startswith("[hidden]")
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def _session(reauth_ms: int, mechanism: str = "PLAIN", wall=None):
+    from kcoord.broker.security.sasl import SaslAuthenticator, SaslSettings
+    clock = _Clock()
+    settings = SaslSettings("L", ["PLAIN", "OAUTHBEARER"], plain_users={"alice": "pw"},
+                            reauth_ms={mechanism: reauth_ms}, clock=clock,
+                            wall_clock=wall or (lambda: 1_000_000.0))
+    return SaslAuthenticator(settings, "peer"), clock
+
+
+def _frames(mechanism: str, token: bytes):
+    from kcoord.protocol.headers import frame_request
+    from kcoord.protocol.messages.sasl_authenticate import SASL_AUTHENTICATE
+    from kcoord.protocol.messages.sasl_handshake import SASL_HANDSHAKE
+    return (frame_request(SASL_HANDSHAKE, 1, 1, "c", {"mechanism": mechanism})[4:],
+            frame_request(SASL_AUTHENTICATE, 2, 2, "c", {"auth_bytes": token})[4:])
+
+
+def _lifetime(answer: bytes) -> int:
+    from kcoord.protocol.messages.sasl_authenticate import SASL_AUTHENTICATE
+    body = SASL_AUTHENTICATE.codec(2, "response").decode(answer[9:])
+    return body.session_lifetime_ms
+
+
+def test_sessions_last_connections_max_reauth_ms_or_the_token_whichever_ends_first():
+    import base64
+    import json
+
+    auth, clock = _session(0)
+    handshake, login = _frames("PLAIN", b"\0alice\0pw")
+    auth.handle(handshake, None)
+    assert _lifetime(auth.handle(login, None)) == 0 and auth.expires_at is None
+    assert not auth.expired()
+
+    auth, clock = _session(60_000)
+    auth.handle(handshake, None)
+    assert _lifetime(auth.handle(login, None)) == 60_000
+    clock.now += 59.9
+    assert not auth.expired()
+    clock.now += 0.2
+    assert auth.expired()
+
+    def token(exp):
+        part = lambda v: base64.urlsafe_b64encode(json.dumps(v).encode()).decode().rstrip("=")  # noqa: E731
+        return f"n,,\x01auth=Bearer {part({'alg': 'none'})}.{part({'sub': 'a', 'exp': exp})}.\x01\x01".encode()
+
+    for reauth_ms, exp, expected in ((60_000, 1_000_030.0, 30_000),  # the token ends first
+                                     (10_000, 1_000_030.0, 10_000),  # the setting does
+                                     (0, 1_000_030.0, 30_000)):      # the token alone
+        auth, clock = _session(reauth_ms, "OAUTHBEARER")
+        handshake, login = _frames("OAUTHBEARER", token(exp))
+        auth.handle(handshake, None)
+        assert _lifetime(auth.handle(login, None)) == expected, (reauth_ms, exp)
+        clock.now += expected / 1000 + 0.01
+        assert auth.expired()
