@@ -389,8 +389,9 @@ _BROKER_DEFS: list[ConfigDef] = [
     # listener.name.<listener>.<mechanism>.<property>), as on Kafka.
     ConfigDef("authorizer.class.name", STRING, "",
               doc="org.apache.kafka.metadata.authorizer.StandardAuthorizer turns on ACLs."),
-    ConfigDef("super.users", STRING, None),
-    ConfigDef("allow.everyone.if.no.acl.found", BOOLEAN, False),
+    # the authorizer's own settings: Kafka's DescribeConfigs does not list them
+    ConfigDef("super.users", STRING, None, internal=True),
+    ConfigDef("allow.everyone.if.no.acl.found", BOOLEAN, False, internal=True),
     ConfigDef("quota.window.num", INT, 11, validator=_positive),
     ConfigDef("quota.window.size.seconds", INT, 1, validator=_positive),
     ConfigDef("sasl.enabled.mechanisms", LIST, ["GSSAPI"]),
