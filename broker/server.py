@@ -31,7 +31,6 @@ import collections.abc
 import contextlib
 import gc
 import inspect
-import io
 import logging
 import socket
 import struct
@@ -45,7 +44,7 @@ from kcoord.broker.apis import NO_RESPONSE, REGISTRY, CloseConnection
 from kcoord.broker.security.quotas import REQUEST as REQUEST_QUOTA
 from kcoord.broker.security.sasl import AuthenticationFailure, ProtocolViolation, SaslAuthenticator
 from kcoord.broker.security.tls import ANONYMOUS, TlsConfigError, certificate_principal
-from kcoord.protocol.headers import frame_response, request_header_codec
+from kcoord.protocol.headers import decode_request, frame_response
 from kcoord.protocol.messages.api_versions import API_VERSIONS
 from kcoord.protocol.wire import MAX_STRING_BYTES, StringTooLongError
 
@@ -455,6 +454,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.broker.bad_input.warn("connection.sasl_protocol_violation", self.peer,
                                        reason=str(exc))
             raise CloseConnection from None
+        except CloseConnection:
+            raise
+        except Exception:  # a bug: logged, and this connection alone closed
+            log.exception("connection.sasl_failed", peer=self.peer, listener=self.listener)
+            raise CloseConnection from None
         if not auth.pending:
             self.max_frame = self.broker.config["socket.request.max.bytes"]
             renewed = self.principal == auth.principal
@@ -504,7 +508,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if len(frame) >= OFFLOAD_BYTES and len(frame) > reg.decode_on_loop:
             return self._handle_large(frame, reg, api_version, correlation_id)
         try:
-            header, request = _decode(reg.schema, api_version, frame)
+            header, request = decode_request(reg.schema, api_version, frame)
         except Exception as exc:  # any malformed body: log and drop the connection
             self._undecodable(reg.schema, api_version, exc)
         return self._serve(reg, api_version, correlation_id, header, request)
@@ -686,27 +690,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.transport.close()
 
 
-def _decode(schema, api_version: int, frame: bytes):
-    """(header, body) of a request frame (without its size prefix)."""
-    header, pos = request_header_codec(2 if schema.is_flexible(api_version) else 1).decode_at(
-        frame, 0)
-    codec = schema.codec(api_version, "request")
-    if codec.generated:
-        return header, codec.decode_at(frame, pos)[0]
-    stream = io.BytesIO(frame)
-    stream.seek(pos)
-    return header, codec.read(stream)
-
-
 def _decode_large(reg, api_version: int, frame: bytes):
-    """``_decode`` and the handler's ``prepare`` (in a worker thread), without cyclic
+    """``decode_request`` and the handler's ``prepare`` (in a worker thread), without cyclic
     garbage collection: the objects of a large request would otherwise trigger
     full collections that hold the interpreter lock for tens of milliseconds at a
     time (the decoded objects hold no cycles)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        header, request = _decode(reg.schema, api_version, frame)
+        header, request = decode_request(reg.schema, api_version, frame)
         if reg.prepare is not None:
             request = reg.prepare(request, api_version)
         return header, request

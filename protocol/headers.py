@@ -7,6 +7,7 @@ tagged-field section is new in v2.
 
 from __future__ import annotations
 
+import io
 import struct
 
 from kcoord.protocol.schema import F, S, Api
@@ -70,6 +71,17 @@ def frame_request(api: Api, version: int, correlation_id: int, client_id: str | 
     })
     payload = header + api.codec(version, "request").encode(body)
     return _SIZE.pack(len(payload)) + payload
+
+
+def decode_request(api: Api, version: int, frame) -> tuple:
+    """(header, body) of a request frame (without its size prefix)."""
+    header, pos = request_header_codec(2 if api.is_flexible(version) else 1).decode_at(frame, 0)
+    codec = api.codec(version, "request")
+    if codec.generated:
+        return header, codec.decode_at(frame, pos)[0]
+    stream = io.BytesIO(frame)
+    stream.seek(pos)
+    return header, codec.read(stream)
 
 
 def frame_response(api: Api, version: int, correlation_id: int, body) -> bytes:

@@ -20,7 +20,6 @@ connection whose session has expired is closed at its next request.
 from __future__ import annotations
 
 import hmac
-import io
 import struct
 import time
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ from kcoord.broker.security.scram import (
     ScramServer,
 )
 from kcoord.protocol.errors import ErrorCode
-from kcoord.protocol.headers import frame_response, request_header_codec
+from kcoord.protocol.headers import decode_request, frame_response
 from kcoord.protocol.messages.sasl_authenticate import SASL_AUTHENTICATE
 from kcoord.protocol.messages.sasl_handshake import SASL_HANDSHAKE
 
@@ -315,14 +314,13 @@ def _illegal_state_answer(api_key: int, version: int, correlation_id: int) -> by
 
 
 def _decode(api, version: int, frame: bytes):
-    header_version = 2 if api.is_flexible(version) else 1
-    _header, pos = request_header_codec(header_version).decode_at(frame, 0)
-    codec = api.codec(version, "request")
-    if codec.generated:
-        return codec.decode_at(frame, pos)[0]
-    stream = io.BytesIO(frame)
-    stream.seek(pos)
-    return codec.read(stream)
+    """The body of a SASL request; a malformed one closes the connection (Kafka:
+    an InvalidRequestException, which fails the exchange at once)."""
+    try:
+        return decode_request(api, version, frame)[1]
+    except Exception as exc:  # any malformed body
+        raise ProtocolViolation(f"an undecodable {api.name} v{version}: "
+                                f"{exc or type(exc).__name__}") from None
 
 
 def served_mechanisms(enabled: list[str]) -> list[str]:

@@ -370,3 +370,35 @@ def test_before_login_a_frame_is_held_to_the_sasl_receive_size(secured):
                                   "allow_auto_topic_creation": False,
                                   "include_topic_authorized_operations": False})
         assert len(big["topics"]) == 3000  # a 600 KB request, served once logged in
+
+
+def test_a_malformed_sasl_request_closes_the_connection_with_a_log_line(tmp_path, logs):
+    # a broker of its own: the bad-input lines of other tests are not rate-limiting it
+    secured = Secured(tmp_path / "data", tmp_path / "certs").start()
+    try:
+        _malformed_requests_close(secured, logs)
+    finally:
+        secured.stop()
+
+
+def _malformed_requests_close(secured, logs):
+    from kcoord.protocol.headers import frame_request
+    from kcoord.protocol.messages.sasl_authenticate import SASL_AUTHENTICATE
+    from kcoord.protocol.messages.sasl_handshake import SASL_HANDSHAKE
+
+    def cut(frame: bytes) -> bytes:  # the body three bytes short, the size saying so
+        return struct.pack(">i", len(frame) - 7) + frame[4:-3]
+
+    handshake = frame_request(SASL_HANDSHAKE, 1, 1, "c", {"mechanism": "PLAIN"})
+    token = frame_request(SASL_AUTHENTICATE, 2, 2, "c", {"auth_bytes": b"\0alice\0pw"})
+    with _client(secured, "SASL_PLAINTEXT") as client:
+        client.send_raw(cut(handshake))
+        assert _closed(client)
+    with _client(secured, "SASL_PLAINTEXT") as client:
+        assert client.call(17, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        client.send_raw(cut(token))
+        assert _closed(client)
+    # one line per client host and 10 s (the bad-input limiter): the first says why
+    violations = [e for e in logs if e["event"] == "connection.sasl_protocol_violation"]
+    assert [v["reason"].split(":")[0] for v in violations] == [
+        "an undecodable SaslHandshake v1"]

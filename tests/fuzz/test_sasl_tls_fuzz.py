@@ -7,6 +7,7 @@ of each kind (150 by default)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import ssl
@@ -46,6 +47,28 @@ def _broken(entries) -> list:
             or "exc_info" in e or "exception" in e]
 
 
+class _LoopErrors(logging.Handler):
+    """What the event loop itself reports (an exception escaping a protocol
+    callback goes to asyncio's logger, not to structlog)."""
+
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.records: list[str] = []
+
+    def emit(self, record):
+        self.records.append(record.getMessage())
+
+
+@pytest.fixture
+def loop_errors():
+    handler = _LoopErrors()
+    logging.getLogger("asyncio").addHandler(handler)
+    try:
+        yield handler.records
+    finally:
+        logging.getLogger("asyncio").removeHandler(handler)
+
+
 def _exchange(port: int, payload: bytes, context=None) -> None:
     """Send the bytes, half-close, read until the broker closes (bounded)."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
@@ -81,6 +104,12 @@ def _mutate(data: bytes, flips: list[tuple[int, int]]) -> bytes:
     return bytes(out)
 
 
+def _cut(frame: bytes, keep: int) -> bytes:
+    """The frame with its body cut short (its size prefix saying so)."""
+    body = frame[4:4 + max(8, min(keep, len(frame) - 5))]
+    return struct.pack(">i", len(body)) + body
+
+
 _frame = st.one_of(
     st.builds(lambda v: frame_request(API_VERSIONS, v, 1, "fuzz", {
         "client_software_name": "f", "client_software_version": "1"}), st.integers(0, 3)),
@@ -88,12 +117,15 @@ _frame = st.one_of(
               st.integers(0, 1), st.sampled_from(MECHANISMS)),
     st.builds(lambda v, t: frame_request(SASL_AUTHENTICATE, v, 3, "fuzz", {"auth_bytes": t}),
               st.integers(0, 2), st.one_of(st.sampled_from(TOKENS), st.binary(max_size=200))),
+    st.builds(lambda v, m, keep: _cut(frame_request(SASL_HANDSHAKE, v, 2, "fuzz", {
+        "mechanism": m}), keep), st.integers(0, 1), st.sampled_from(MECHANISMS),
+        st.integers(8, 40)),
     st.builds(lambda b: struct.pack(">i", len(b)) + b, st.binary(max_size=100)),  # a raw token
     st.binary(max_size=40),  # not even a frame
 )
 
 
-def test_sasl_exchanges_of_any_shape_never_break_the_broker(secured):
+def test_sasl_exchanges_of_any_shape_never_break_the_broker(secured, loop_errors):
     with structlog.testing.capture_logs() as logs:
 
         @settings(max_examples=EXAMPLES, deadline=None, derandomize=not RANDOM, database=None,
@@ -107,11 +139,12 @@ def test_sasl_exchanges_of_any_shape_never_break_the_broker(secured):
         one_exchange()
         _logs_in(secured)
     assert _broken(logs) == []
+    assert loop_errors == []
     text = repr(logs)
     assert all(password not in text for password in SASL_USERS.values())
 
 
-def test_tls_ports_take_any_bytes_and_broken_handshakes(secured):
+def test_tls_ports_take_any_bytes_and_broken_handshakes(secured, loop_errors):
     context = ssl.create_default_context(cafile=secured.ca)
     with structlog.testing.capture_logs() as logs:
 
@@ -131,3 +164,4 @@ def test_tls_ports_take_any_bytes_and_broken_handshakes(secured):
         one_connection()
         _logs_in(secured)
     assert _broken(logs) == []
+    assert loop_errors == []

@@ -231,7 +231,7 @@ def test_the_hot_apis_use_the_generated_codec():
 
 
 def test_a_request_frame_reads_the_same_through_the_server_path():
-    from kcoord.broker.server import _decode
+    from kcoord.protocol.headers import decode_request as _decode
 
     body = {"group_id": "group-1", "generation_id_or_member_epoch": 3, "member_id": "m-1",
             "group_instance_id": "i-1", "topics": [{"name": "orders", "partitions": [
@@ -252,7 +252,7 @@ def test_a_request_frame_reads_the_same_through_the_server_path():
 
 @pytest.mark.parametrize("version", range(PRODUCE.min_version, PRODUCE.max_version + 1))
 def test_produce_records_are_a_view_of_the_frame_not_a_copy(version):
-    from kcoord.broker.server import _decode
+    from kcoord.protocol.headers import decode_request as _decode
 
     batch = bytes(range(256)) * 40
     body = {"transactional_id": None, "acks": -1, "timeout_ms": 30_000, "topic_data": [
