@@ -5,8 +5,10 @@ and a raw socket client that speaks through kafka-python's own protocol classes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
+import logging
 import os
 import socket
 import struct
@@ -259,3 +261,18 @@ class Secured:
         if certificate:
             context.load_cert_chain(str(self.certs / "client.pem"))
         return context
+
+
+@contextlib.contextmanager
+def captured_logs(level: int = logging.INFO):
+    """The structlog events logged at ``level`` and above meanwhile (the test
+    suite otherwise logs warnings only)."""
+    import structlog
+
+    wrapper = structlog.get_config()["wrapper_class"]
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
+    try:
+        with structlog.testing.capture_logs() as captured:
+            yield captured
+    finally:
+        structlog.configure(wrapper_class=wrapper)

@@ -25,8 +25,15 @@ from kcoord.broker.security.acls import (
 
 __all__ = ["ALTER", "ALTER_CONFIGS", "CLUSTER", "CLUSTER_ACTION", "CLUSTER_NAME", "CREATE",
            "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "GROUP", "IDEMPOTENT_WRITE", "READ",
-           "TOPIC", "TRANSACTIONAL_ID", "WRITE", "allowed", "allowed_names", "allowed_on_any",
+           "TOPIC", "TRANSACTIONAL_ID", "WRITE", "CLUSTER_REFUSED", "TOPIC_REFUSED",
+           "GROUP_REFUSED", "TRANSACTIONAL_ID_REFUSED", "allowed", "allowed_names", "allowed_on_any",
            "operations"]
+
+# Errors.message() of the authorization errors, where Kafka's answers carry it.
+CLUSTER_REFUSED = "Cluster authorization failed."
+TOPIC_REFUSED = "Topic authorization failed."
+GROUP_REFUSED = "Group authorization failed."
+TRANSACTIONAL_ID_REFUSED = "Transactional Id authorization failed."
 
 # authorized_operations when the client did not ask for them (Kafka's
 # Integer.MIN_VALUE)

@@ -34,7 +34,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kcoord.broker.apis.authz import ALTER_CONFIGS, CLUSTER, allowed
+from kcoord.broker.apis.authz import (
+    ALTER_CONFIGS,
+    CLUSTER,
+    CLUSTER_REFUSED,
+    GROUP_REFUSED,
+    TOPIC_REFUSED,
+    allowed,
+)
 from kcoord.broker.apis.authz import GROUP as GROUP_RESOURCE
 from kcoord.broker.apis.authz import TOPIC as TOPIC_RESOURCE
 from kcoord.broker.config import (
@@ -67,9 +74,9 @@ class _Refused(Exception):
 
 # Errors.message() of the authorization errors, as Kafka's ApiError words them.
 AUTHORIZATION_MESSAGES = {
-    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
-    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
-    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: CLUSTER_REFUSED,
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: TOPIC_REFUSED,
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: GROUP_REFUSED,
 }
 
 

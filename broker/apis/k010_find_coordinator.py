@@ -22,7 +22,13 @@ from __future__ import annotations
 import structlog
 
 from kcoord.broker.apis import api
-from kcoord.broker.apis.authz import DESCRIBE, TRANSACTIONAL_ID, allowed_names
+from kcoord.broker.apis.authz import (
+    DESCRIBE,
+    GROUP_REFUSED,
+    TRANSACTIONAL_ID,
+    TRANSACTIONAL_ID_REFUSED,
+    allowed_names,
+)
 from kcoord.broker.apis.authz import GROUP as GROUP_RESOURCE
 from kcoord.protocol.errors import ErrorCode
 from kcoord.storage.layout import TRANSACTION_STATE_TOPIC
@@ -71,8 +77,8 @@ def find_coordinator(ctx, request):
 
 
 _AUTHORIZATION_MESSAGES = {
-    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
-    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: GROUP_REFUSED,
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: TRANSACTIONAL_ID_REFUSED,
 }
 
 

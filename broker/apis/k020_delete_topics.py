@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 
 from kcoord.broker.apis import api
-from kcoord.broker.apis.authz import CLUSTER, DELETE, DESCRIBE, TOPIC, allowed
+from kcoord.broker.apis.authz import CLUSTER, DELETE, DESCRIBE, TOPIC, TOPIC_REFUSED, allowed
 from kcoord.broker.topics.manager import TopicError
 from kcoord.storage.layout import OFFSETS_TOPIC
 from kcoord.protocol.errors import ErrorCode
@@ -71,7 +71,7 @@ async def delete_topics(ctx, request):
                 # an unknown topic one may describe is answered as unknown, below
                 visible = name is not None or describable
                 answer(shown if visible else None, ZERO_UUID if name is not None else topic_id,
-                       ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+                       ErrorCode.TOPIC_AUTHORIZATION_FAILED, TOPIC_REFUSED)
                 continue
         if topic is None:
             if name is not None:

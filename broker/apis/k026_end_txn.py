@@ -23,7 +23,8 @@ from kcoord.protocol.errors import ErrorCode
 async def end_txn(ctx, request):
     version = ctx.api_version
     if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        return {"throttle_time_ms": 0,
+                "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 "producer_id": -1, "producer_epoch": -1}
     answer = await ctx.broker.transactions.end_txn(
         request.transactional_id, request.producer_id, request.producer_epoch,

@@ -9,7 +9,7 @@ whole request and each partition.  Messages are Kafka 4.4's."""
 from __future__ import annotations
 
 from kcoord.broker.apis import api
-from kcoord.broker.apis.authz import ALTER, CLUSTER, allowed
+from kcoord.broker.apis.authz import ALTER, CLUSTER, CLUSTER_REFUSED, allowed
 from kcoord.protocol.errors import ErrorCode
 
 PREFERRED, UNCLEAN = 0, 1
@@ -24,7 +24,7 @@ def elect_leaders(ctx, request):
                 "replica_election_results": [
                     {"topic": tp.topic, "partition_result": [
                         {"partition_id": p, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                         "error_message": "Cluster authorization failed."}
+                         "error_message": CLUSTER_REFUSED}
                         for p in tp.partitions]}
                     for tp in request.topic_partitions or []]}
     if request.topic_partitions is None:

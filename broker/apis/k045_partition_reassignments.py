@@ -10,7 +10,7 @@ UNKNOWN_TOPIC_OR_PARTITION.  Messages are Kafka 4.4's."""
 from __future__ import annotations
 
 from kcoord.broker.apis import api
-from kcoord.broker.apis.authz import ALTER, CLUSTER, DESCRIBE, allowed
+from kcoord.broker.apis.authz import ALTER, CLUSTER, CLUSTER_REFUSED, DESCRIBE, allowed
 from kcoord.protocol.errors import ErrorCode
 
 
@@ -22,7 +22,7 @@ def alter_partition_reassignments(ctx, request):
                 "allow_replication_factor_change": request.allow_replication_factor_change
                 if ctx.api_version >= 1 else True,
                 "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                "error_message": "Cluster authorization failed.", "responses": []}
+                "error_message": CLUSTER_REFUSED, "responses": []}
     node = broker.config.node_id
     responses = []
     for t in request.topics:
@@ -67,6 +67,6 @@ def alter_partition_reassignments(ctx, request):
 def list_partition_reassignments(ctx, request):
     if not allowed(ctx, DESCRIBE, CLUSTER):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                "error_message": "Cluster authorization failed.", "topics": []}
+                "error_message": CLUSTER_REFUSED, "topics": []}
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
             "topics": []}

@@ -4,7 +4,7 @@ SCRAM-SHA-256=[password=...]``).  The client sends the salted password; the
 broker keeps the keys derived from it, saved before the answer."""
 
 from kcoord.broker.apis import api
-from kcoord.broker.apis.authz import ALTER, CLUSTER, allowed
+from kcoord.broker.apis.authz import ALTER, CLUSTER, CLUSTER_REFUSED, allowed
 from kcoord.protocol.errors import ErrorCode
 
 
@@ -15,6 +15,6 @@ async def alter_user_scram_credentials(ctx, request):
                               [u.name for u in request.upsertions])
         return {"throttle_time_ms": 0, "results": [
             {"user": user, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-             "error_message": "Cluster authorization failed."} for user in users]}
+             "error_message": CLUSTER_REFUSED} for user in users]}
     results = await ctx.broker.scram_credentials.alter(request.deletions, request.upsertions)
     return {"throttle_time_ms": 0, "results": results}

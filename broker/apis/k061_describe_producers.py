@@ -11,7 +11,7 @@ without a message, an unknown topic with Kafka's message."""
 from __future__ import annotations
 
 from kcoord.broker.apis import api
-from kcoord.broker.apis.authz import READ, TOPIC, allowed_names
+from kcoord.broker.apis.authz import READ, TOPIC, TOPIC_REFUSED, allowed_names
 from kcoord.protocol.errors import ErrorCode
 
 _NOT_HOSTED = "This server does not host this topic-partition."
@@ -30,7 +30,7 @@ async def describe_producers(ctx, request):
                       "error_message": None, "active_producers": []}
             if t.name not in permitted:
                 answer["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                answer["error_message"] = "Topic authorization failed."
+                answer["error_message"] = TOPIC_REFUSED
             elif topic is None:
                 answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 answer["error_message"] = _NOT_HOSTED

@@ -56,7 +56,8 @@ def _number(claims: dict, name: str) -> float | None:
 
 class OAuthBearerServer:
     def __init__(self, options: dict[str, str], wall_clock=time.time):
-        self._principal_claim = (options.get("unsecuredValidatorPrincipalClaimName") or "sub").strip()
+        self._principal_claim = (
+            options.get("unsecuredValidatorPrincipalClaimName") or "sub").strip()
         self._scope_claim = (options.get("unsecuredValidatorScopeClaimName") or "scope").strip()
         required = options.get("unsecuredValidatorRequiredScope") or ""
         self._required = [s for s in required.split() if s]

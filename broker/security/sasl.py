@@ -20,6 +20,7 @@ connection whose session has expired is closed at its next request.
 from __future__ import annotations
 
 import hmac
+import re
 import struct
 import time
 from dataclasses import dataclass, field
@@ -46,11 +47,17 @@ log = structlog.get_logger("kcoord.security")
 API_VERSIONS_KEY = 18
 SERVED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 _KEY_VERSION = struct.Struct(">hhi")
-_API_NAMES = {0: "PRODUCE", 1: "FETCH", 2: "LIST_OFFSETS", 3: "METADATA", 8: "OFFSET_COMMIT",
-              9: "OFFSET_FETCH", 10: "FIND_COORDINATOR", 11: "JOIN_GROUP", 12: "HEARTBEAT",
-              13: "LEAVE_GROUP", 14: "SYNC_GROUP", 15: "DESCRIBE_GROUPS", 16: "LIST_GROUPS",
-              17: "SASL_HANDSHAKE", 18: "API_VERSIONS", 19: "CREATE_TOPICS",
-              20: "DELETE_TOPICS", 36: "SASL_AUTHENTICATE"}
+
+
+def _api_name(api_key: int) -> str:
+    """Kafka's ApiKeys name of an API (METADATA, SASL_HANDSHAKE ...), as its
+    messages name a request; the number for a key no schema has."""
+    from kcoord.protocol.messages import ALL_APIS
+
+    api = ALL_APIS.get(api_key)
+    if api is None:
+        return str(api_key)
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", api.name).upper()
 
 
 class AuthenticationFailure(Exception):
@@ -173,11 +180,11 @@ class SaslAuthenticator:
             raise ProtocolViolation("a truncated request header")
         api_key, version, correlation_id = _KEY_VERSION.unpack_from(frame, 0)
         if api_key not in (API_VERSIONS_KEY, SASL_HANDSHAKE.key):
-            if self.state == "initial" and api_key not in _API_NAMES:
+            if self.state == "initial" and _api_name(api_key).isdigit():
                 raise AuthenticationFailure(None, "Exception handling first SASL packet from "
                                                   "client, GSSAPI is not supported by server")
             raise AuthenticationFailure(
-                None, f"Unexpected Kafka request of type {_API_NAMES.get(api_key, api_key)} "
+                None, f"Unexpected Kafka request of type {_api_name(api_key)} "
                       "during SASL handshake.")
         if api_key == API_VERSIONS_KEY:
             if self.state not in ("initial", "versions_or_handshake"):
@@ -229,7 +236,7 @@ class SaslAuthenticator:
         if api_key != SASL_AUTHENTICATE.key:
             raise AuthenticationFailure(
                 _illegal_state_answer(api_key, version, correlation_id),
-                f"Unexpected Kafka request of type {_API_NAMES.get(api_key, api_key)} "
+                f"Unexpected Kafka request of type {_api_name(api_key)} "
                 "during SASL authentication.")
         if not SASL_AUTHENTICATE.min_version <= version <= SASL_AUTHENTICATE.max_version:
             raise ProtocolViolation(f"Version {version} is not supported for apiKey "
@@ -237,9 +244,10 @@ class SaslAuthenticator:
         request = _decode(SASL_AUTHENTICATE, version, frame)
 
         def failed(message: str):
-            return AuthenticationFailure(frame_response(SASL_AUTHENTICATE, version, correlation_id, {
+            answer = frame_response(SASL_AUTHENTICATE, version, correlation_id, {
                 "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED, "error_message": message,
-                "auth_bytes": b""}), message)
+                "auth_bytes": b""})
+            return AuthenticationFailure(answer, message)
 
         try:
             answer = self._evaluate(bytes(request.auth_bytes))

@@ -63,7 +63,8 @@ class Credential:
     iterations: int
 
     def to_text(self) -> str:
-        """Kafka's ScramCredentialUtils form: ``salt=..,stored_key=..,server_key=..,iterations=..``."""
+        """Kafka's ScramCredentialUtils form:
+        ``salt=..,stored_key=..,server_key=..,iterations=..``."""
         b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
         return (f"salt={b64(self.salt)},stored_key={b64(self.stored_key)},"
                 f"server_key={b64(self.server_key)},iterations={self.iterations}")

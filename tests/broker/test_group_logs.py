@@ -8,11 +8,11 @@ from __future__ import annotations
 import logging
 
 import pytest
-import structlog
 
 from kcoord.broker.groups.group import GroupState as S
 from kcoord.protocol.errors import ErrorCode as E
 from tests.broker.group_harness import Harness
+from tests.support import captured_logs
 
 MEMBER_EVENTS = {"group.member_id_required", "group.member_joined", "group.member_rejoined",
                  "group.member_expired", "group.member_left", "group.member_removed",
@@ -25,13 +25,8 @@ MEMBER_EVENTS = {"group.member_id_required", "group.member_joined", "group.membe
 def logs():
     """The events logged at info and above (the test suite otherwise logs
     warnings only)."""
-    wrapper = structlog.get_config()["wrapper_class"]
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
-    try:
-        with structlog.testing.capture_logs() as captured:
-            yield captured
-    finally:
-        structlog.configure(wrapper_class=wrapper)
+    with captured_logs(logging.INFO) as captured:
+        yield captured
 
 
 def _group_events(logs, group="g") -> list[dict]:

@@ -14,11 +14,10 @@ import struct
 import time
 
 import pytest
-import structlog
 from kafka.net.sasl.scram import ScramClient
 
 from kcoord.protocol.client import WireClient
-from tests.support import SASL_USERS, Secured
+from tests.support import SASL_USERS, Secured, captured_logs
 
 UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE, SASL_AUTHENTICATION_FAILED = 33, 34, 58
 METADATA_ALL = {"topics": None, "allow_auto_topic_creation": False,
@@ -36,13 +35,8 @@ def secured(tmp_path_factory):
 
 @pytest.fixture
 def logs():
-    wrapper = structlog.get_config()["wrapper_class"]
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
-    try:
-        with structlog.testing.capture_logs() as captured:
-            yield captured
-    finally:
-        structlog.configure(wrapper_class=wrapper)
+    with captured_logs(logging.DEBUG) as captured:
+        yield captured
 
 
 def _client(secured, listener: str, **kwargs) -> WireClient:
@@ -241,7 +235,10 @@ def test_reauthentication_renews_the_session_and_an_expired_one_is_closed(tmp_pa
             # re-authenticate on the same connection: a new session
             assert _plain_login(client, "alice", "alice-secret")["session_lifetime_ms"] == 400
             assert client.call(3, 12, METADATA_ALL)["brokers"]
-            time.sleep(0.5)  # past the session's end (it cannot end earlier)
+            # past the session's end: the listener's clock moved on, not slept through
+            (connection,) = [c for c in setup.node.broker.connections
+                             if c.listener == "SASL_PLAINTEXT"]
+            connection.auth.settings.clock = lambda: time.monotonic() + 0.5
             client.send(3, 12, METADATA_ALL)
             assert _closed(client)
         with _client(setup, "SASL_PLAINTEXT") as client:  # not as someone else

@@ -246,14 +246,12 @@ def test_librdkafka_re_authenticates_before_its_session_ends(tmp_path):
     past several session lengths and no connection is cut."""
     import logging
 
-    import structlog
+    from tests.support import captured_logs
 
     setup = Secured(tmp_path / "data", tmp_path / "certs",
                     extra={"connections.max.reauth.ms": "1500"})
-    wrapper = structlog.get_config()["wrapper_class"]
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
     try:
-        with structlog.testing.capture_logs() as logs:
+        with captured_logs(logging.DEBUG) as logs:
             setup.start()
             producer = Producer(_librdkafka(setup, "SASL_SSL+SCRAM-SHA-512"))
             delivered = []
@@ -267,5 +265,4 @@ def test_librdkafka_re_authenticates_before_its_session_ends(tmp_path):
         assert "connection.session_expired" not in events
         assert events.count("connection.reauthenticated") >= 2
     finally:
-        structlog.configure(wrapper_class=wrapper)
         setup.stop()

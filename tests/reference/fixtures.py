@@ -32,6 +32,19 @@ def _unavailable(reason: str):
     pytest.skip(reason)
 
 
+def start_reference(**kwargs) -> kafka.KafkaBroker:
+    """A Kafka 4.x of a module's own (``KafkaBroker``'s arguments), started;
+    skipped, or failed under KCOORD_REQUIRE_REFERENCE, without Java or Maven."""
+    missing = kafka.missing_requirements()
+    if missing:
+        _unavailable(missing)
+    broker = kafka.KafkaBroker(kafka.MAIN_VERSION, **kwargs)
+    try:
+        return broker.start()
+    except kafka.ReferenceUnavailable as exc:
+        _unavailable(str(exc).splitlines()[0])
+
+
 def create_offsets_topic(broker: kafka.KafkaBroker, timeout: float = 60) -> None:
     """Ask for a group coordinator until Kafka has created ``__consumer_offsets``.
 

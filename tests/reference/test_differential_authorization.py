@@ -26,7 +26,7 @@ from kcoord.protocol.records import Record, build_batch, iter_records
 from kcoord.protocol.wire import ZERO_UUID
 from tests.reference import kafka
 from tests.reference.differential import differences, is_kafka_cluster_id
-from tests.reference.fixtures import _unavailable
+from tests.reference.fixtures import start_reference
 from tests.support import SASL_USERS, Secured
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -222,10 +222,7 @@ def _ask(*requests):
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
-    missing = kafka.missing_requirements()
-    if missing:
-        _unavailable(missing)
-    reference = kafka.KafkaBroker(kafka.MAIN_VERSION, listeners={
+    reference = start_reference(listeners={
         "SASL_PLAINTEXT": "SASL_PLAINTEXT"}, extra={
         "sasl.enabled.mechanisms": "PLAIN",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
@@ -233,10 +230,6 @@ def pair(tmp_path_factory):
         "super.users": SUPER_USERS,
         "connection.failed.authentication.delay.ms": 0,
     })
-    try:
-        reference.start()
-    except kafka.ReferenceUnavailable as exc:
-        _unavailable(str(exc).splitlines()[0])
     ours = None
     try:
         ours = Secured(tmp_path_factory.mktemp("differential-authorization-data"),

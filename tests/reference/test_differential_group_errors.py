@@ -19,9 +19,8 @@ import pytest
 
 from kcoord.broker.groups.placement import coordinator_partition
 
-from tests.reference import kafka
 from tests.reference.differential import Differential
-from tests.reference.fixtures import _unavailable, create_offsets_topic
+from tests.reference.fixtures import create_offsets_topic, start_reference
 from tests.reference.group_script import GroupScript
 from tests.reference.test_differential_groups import (  # noqa: F401 (diff is a fixture)
     SUB, _group, _joined, _topic, commit, diff, heartbeat, join, sync)
@@ -127,15 +126,8 @@ SWEEP_MS = 500  # offsets.retention.check.interval.ms of the pair below
 @pytest.fixture(scope="module")
 def sweeping(tmp_path_factory):
     """kcoord and Kafka 4.x whose offset-expiry sweep runs every half second."""
-    missing = kafka.missing_requirements()
-    if missing:
-        _unavailable(missing)
     overrides = {"offsets.retention.check.interval.ms": SWEEP_MS}
-    reference = kafka.KafkaBroker(kafka.MAIN_VERSION, extra=overrides)
-    try:
-        reference.start()
-    except kafka.ReferenceUnavailable as exc:
-        _unavailable(str(exc).splitlines()[0])
+    reference = start_reference(extra=overrides)
     ours = None
     try:
         create_offsets_topic(reference)

@@ -26,7 +26,7 @@ from kafka.net.sasl.scram import ScramClient
 from kcoord.protocol.client import WireClient
 from kcoord.protocol.messages import ALL_APIS
 from tests.reference import kafka
-from tests.reference.fixtures import _unavailable
+from tests.reference.fixtures import start_reference
 from tests.support import SASL_USERS, Secured
 
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -99,11 +99,8 @@ def _wait_for_credentials(bootstrap: str, users: list[str], timeout: float = 30)
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
-    missing = kafka.missing_requirements()
-    if missing:
-        _unavailable(missing)
     users = "".join(f' user_{u}="{p}"' for u, p in SASL_USERS.items())
-    reference = kafka.KafkaBroker(kafka.MAIN_VERSION, listeners={
+    reference = start_reference(listeners={
         "SASL_PLAINTEXT": "SASL_PLAINTEXT"}, extra={
         "sasl.enabled.mechanisms": ",".join(MECHANISMS),
         "listener.name.sasl_plaintext.plain.sasl.jaas.config":
@@ -114,10 +111,6 @@ def pair(tmp_path_factory):
             _jaas("scram.ScramLoginModule"),
         "connection.failed.authentication.delay.ms": 0,
     })
-    try:
-        reference.start()
-    except kafka.ReferenceUnavailable as exc:
-        _unavailable(str(exc).splitlines()[0])
     ours = None
     try:
         with WireClient.to(reference.bootstrap) as client:
