@@ -171,16 +171,15 @@ class Authorizer:
         rows = sorted((asdict(a) for a in acls), key=lambda d: tuple(d.values()))
         write_atomically(self.path, json.dumps({"version": 1, "acls": rows}, indent=1))
 
-    def _set(self, acls: set[Acl]) -> None:
+    def _set(self, acls: set[Acl], index=None) -> None:
         self._acls = acls
-        literal: dict[int, dict[str, list[Acl]]] = {}
-        prefixed: dict[int, dict[str, list[Acl]]] = {}
-        for acl in acls:
-            table = literal if acl.pattern_type == LITERAL else prefixed
-            table.setdefault(acl.resource_type, {}).setdefault(acl.resource_name, []).append(acl)
-        self._literal, self._prefixed = literal, prefixed
-        self._prefix_lengths = {t: sorted({len(p) for p in names})
-                                for t, names in prefixed.items()}
+        self._literal, self._prefixed, self._prefix_lengths = index or _index(acls)
+
+    def _saved(self, acls: set[Acl]):
+        """Save ``acls`` and index them (in a worker: thousands of ACLs take
+        milliseconds); the index to swap in."""
+        self._save(acls)
+        return _index(acls)
 
     # -- the APIs --------------------------------------------------------------------
 
@@ -200,8 +199,8 @@ class Authorizer:
         async with self._lock:
             new = self._acls | set(added)
             if new != self._acls:
-                await asyncio.get_running_loop().run_in_executor(None, self._save, new)
-                self._set(new)
+                index = await asyncio.get_running_loop().run_in_executor(None, self._saved, new)
+                self._set(new, index)
                 log.info("security.acls_created", acls=[describe(a) for a in added])
         return results
 
@@ -219,8 +218,8 @@ class Authorizer:
                 results.append((ErrorCode.NONE, None, matched))
             if gone:
                 new = self._acls - gone
-                await asyncio.get_running_loop().run_in_executor(None, self._save, new)
-                self._set(new)
+                index = await asyncio.get_running_loop().run_in_executor(None, self._saved, new)
+                self._set(new, index)
                 log.info("security.acls_deleted", acls=[describe(a) for a in gone])
             return results
 
@@ -291,6 +290,18 @@ class Authorizer:
             if self.authorize(principal, host, operation, resource_type, name):
                 bits |= 1 << operation
         return bits
+
+
+def _index(acls: set[Acl]):
+    """(literal, prefixed, prefix lengths): by resource type, the ACLs by name or
+    prefix, and the lengths of the prefixes, longest last."""
+    literal: dict[int, dict[str, list[Acl]]] = {}
+    prefixed: dict[int, dict[str, list[Acl]]] = {}
+    for acl in acls:
+        table = literal if acl.pattern_type == LITERAL else prefixed
+        table.setdefault(acl.resource_type, {}).setdefault(acl.resource_name, []).append(acl)
+    lengths = {t: sorted({len(p) for p in names}) for t, names in prefixed.items()}
+    return literal, prefixed, lengths
 
 
 def _result(acl: Acl, principal: str, host: str, operation: int) -> bool | None:
