@@ -168,8 +168,8 @@ class Broker:
             self._give_back_the_process()
             raise
         self._advertise()
-        exposed = [f"{a[0]}:{a[1]}"
-                   for spec, server in zip(self.config.listeners, self._servers)
+        exposed = [f"{a[0]}:{a[1]}" for spec, server in zip(
+                   self.config.listeners, self._servers if self.authorizer is None else ())
                    if self.config.protocol_of(spec.name) == "PLAINTEXT"
                    for a in (s.getsockname() for s in server.sockets)
                    if not ipaddress.ip_address(a[0].split("%", 1)[0]).is_loopback]
@@ -178,8 +178,9 @@ class Broker:
                         reason="every client that can reach these PLAINTEXT addresses may "
                                "produce, read, create and delete topics, and commit and "
                                "delete any group's offsets: a PLAINTEXT listener has no "
-                               "authentication, and kcoord no authorization yet",
-                        hint="listen on 127.0.0.1 (the default) unless the network is trusted")
+                               "authentication, and no authorizer is configured",
+                        hint="listen on 127.0.0.1 (the default) unless the network is "
+                             "trusted, or set authorizer.class.name and ACLs")
         self._start_maintenance()
         self.started.set()
         # One event with the effective configuration: what is not a default, and

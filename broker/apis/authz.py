@@ -27,7 +27,7 @@ __all__ = ["ALTER", "ALTER_CONFIGS", "CLUSTER", "CLUSTER_ACTION", "CLUSTER_NAME"
            "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "GROUP", "IDEMPOTENT_WRITE", "READ",
            "TOPIC", "TRANSACTIONAL_ID", "WRITE", "CLUSTER_REFUSED", "TOPIC_REFUSED",
            "GROUP_REFUSED", "TRANSACTIONAL_ID_REFUSED", "allowed", "allowed_names", "allowed_on_any",
-           "operations"]
+           "describable_topics", "operations"]
 
 # Errors.message() of the authorization errors, where Kafka's answers carry it.
 CLUSTER_REFUSED = "Cluster authorization failed."
@@ -54,6 +54,22 @@ def allowed_names(ctx, operation: int, resource_type: int, names) -> set[str]:
     principal, host = ctx.principal, ctx.host
     return {n for n in set(names)
             if authorizer.authorize(principal, host, operation, resource_type, n)}
+
+
+def describable_topics(ctx):
+    """A function giving the topics among its argument this client may DESCRIBE,
+    kept for a decision taken later on the client's behalf (a consumer group's
+    regular expression resolved after the heartbeat that asked for it); None
+    without an authorizer."""
+    authorizer = ctx.broker.authorizer
+    if authorizer is None:
+        return None
+    principal, host = ctx.principal, ctx.host
+
+    def describable(names) -> set[str]:
+        return {n for n in set(names)
+                if authorizer.authorize(principal, host, DESCRIBE, TOPIC, n)}
+    return describable
 
 
 def allowed_on_any(ctx, operation: int, resource_type: int) -> bool:

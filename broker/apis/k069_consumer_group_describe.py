@@ -3,13 +3,17 @@
 - Each group: its state, epochs, assignor and members with their current and
   target assignments; a group that is not a consumer group, or none, gets
   GROUP_ID_NOT_FOUND.
+- With an authorizer: DESCRIBE on each group, and a group whose members' current
+  or target assignment holds a topic the client may not DESCRIBE is answered
+  TOPIC_AUTHORIZATION_FAILED with nothing else, as Kafka's
+  handleConsumerGroupDescribe answers it.
 - Advertised and served as ConsumerGroupHeartbeat is.
 """
 
 from __future__ import annotations
 
 from kcoord.broker.apis import api
-from kcoord.broker.apis.authz import DESCRIBE, GROUP, allowed_names, operations
+from kcoord.broker.apis.authz import DESCRIBE, GROUP, TOPIC, allowed_names, operations
 from kcoord.broker.apis.group_support import NOT_PROVIDED
 from kcoord.broker.apis.k068_consumer_group_heartbeat import consumer_protocol_enabled
 from kcoord.protocol.errors import ErrorCode
@@ -36,4 +40,25 @@ def consumer_group_describe(ctx, request):
         entry["authorized_operations"] = operations(ctx, GROUP, entry["group_id"]) \
             if request.include_authorized_operations and entry["error_code"] == ErrorCode.NONE \
             else NOT_PROVIDED
+    if ctx.broker.authorizer is not None:
+        described = _hide_undescribable_topics(ctx, described)
     return {"throttle_time_ms": 0, "groups": described}
+
+
+def _topics_of(entry: dict) -> set[str]:
+    return {tp["topic_name"] for member in entry["members"]
+            for assigned in (member["assignment"], member["target_assignment"])
+            for tp in assigned["topic_partitions"]}
+
+
+def _hide_undescribable_topics(ctx, described: list[dict]) -> list[dict]:
+    topics = set().union(*map(_topics_of, described)) if described else set()
+    refused = topics - allowed_names(ctx, DESCRIBE, TOPIC, topics)
+    if not refused:
+        return described
+    return [entry if not (_topics_of(entry) & refused) else {
+        "group_id": entry["group_id"], "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        "error_message": "The group has described topic(s) that the client is not "
+                         "authorized to describe.",
+        "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
+        "members": [], "authorized_operations": NOT_PROVIDED} for entry in described]

@@ -19,7 +19,7 @@ import base64
 import struct
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import structlog
@@ -111,6 +111,9 @@ class HeartbeatRequest:
     client_id: str = ""
     client_host: str = ""
     version: int = 1
+    # The topics among those given that the member may DESCRIBE (an authorizer's
+    # answer for the request's principal and host); None: every topic.
+    describable: Callable[[Iterable[str]], set[str]] | None = None
 
 
 def heartbeat_error(code: E, message: str | None = None) -> dict:
@@ -406,7 +409,8 @@ class ConsumerGroupManager:
             subscribed_topic_regex=req.subscribed_topic_regex
             if req.subscribed_topic_regex is not None else member.subscribed_topic_regex,
             client_id=req.client_id, client_host=req.client_host, classic=None)
-        reconciled = self._advance(group, member, replaced, updated, req.owned, records, now)
+        reconciled = self._advance(group, member, replaced, updated, req.owned, records, now,
+                                   describable=req.describable)
         self._arm_session(group.group_id, member_id, now)
         answer = {"error_code": E.NONE, "error_message": None, "member_id": member_id,
                   "member_epoch": reconciled.member_epoch,
@@ -422,12 +426,15 @@ class ConsumerGroupManager:
 
     def _advance(self, group: ConsumerGroup, member: ConsumerMember,
                  replaced: ConsumerMember | None, updated: ConsumerMember, owned,
-                 records: list, now: int) -> ConsumerMember:
+                 records: list, now: int, *,
+                 describable: Callable[[Iterable[str]], set[str]] | None = None,
+                 ) -> ConsumerMember:
         """What every join or heartbeat does once the member is known, whichever
         protocol it speaks: its metadata record, the group epoch bumped when the
         subscriptions or the topics changed, the target assignment recomputed
         when the epoch is ahead of it, and the member reconciled towards its
-        target (``owned``: the partitions it says it owns, None: unchanged).
+        target (``owned``: the partitions it says it owns, None: unchanged;
+        ``describable``: the member's topic rights, for a regular expression).
         Returns the member as reconciled."""
         member_id = updated.member_id
         counted = replaced or member  # whose subscription the group counts today
@@ -436,7 +443,7 @@ class ConsumerGroupManager:
             records.append((G.CONSUMER_GROUP_MEMBER_METADATA, member_id,
                             updated.metadata_record()))
         names_changed = updated.subscribed_topic_names != member.subscribed_topic_names
-        regex_status = self._update_regex(group, member, updated, records, now)
+        regex_status = self._update_regex(group, member, updated, records, now, describable)
         assignor_changed = counted.server_assignor != updated.server_assignor and \
             self._preferred_assignor(group, None, None) != \
             self._preferred_assignor(group, counted, updated)
@@ -476,7 +483,8 @@ class ConsumerGroupManager:
     # -- regular expressions (KIP-848 v1) ------------------------------------------------
 
     def _update_regex(self, group: ConsumerGroup, member: ConsumerMember,
-                      updated: ConsumerMember, records: list, now: int) -> int:
+                      updated: ConsumerMember, records: list, now: int,
+                      describable: Callable[[Iterable[str]], set[str]] | None) -> int:
         """GroupMetadataManager.maybeUpdateRegularExpressions: a new expression is
         checked, a resolution no member needs any more is tombstoned, and a
         resolution is asked for when one is missing or may be out of date; it is
@@ -516,12 +524,17 @@ class ConsumerGroupManager:
             version < getattr(self.metadata, "created_version", 0) or \
             (last is not None and now > last + _REGEX_REFRESH_MS)
         if require:
-            self.timers.schedule(key, now)
+            # resolved with the rights of the member whose heartbeat asked for it,
+            # as Kafka resolves with that request's context
+            self.timers.schedule(key, now, describable)
         return status
 
-    def _resolve_regexes(self, group: ConsumerGroup, now: int) -> Outcome | None:
+    def _resolve_regexes(self, group: ConsumerGroup, now: int,
+                         describable: Callable[[Iterable[str]], set[str]] | None = None,
+                         ) -> Outcome | None:
         """GroupMetadataManager.handleRegularExpressionsResult: every expression the
-        members use, matched against every topic name; a changed resolution or
+        members use, matched against every topic name and kept to the topics the
+        asking member may DESCRIBE (TopicRegexResolver); a changed resolution or
         metadata hash moves the group's epoch on."""
         records: list = []
         bump = False
@@ -529,6 +542,8 @@ class ConsumerGroupManager:
         version = self.metadata.version
         for regex in sorted(group.regex_counts):
             topics = self._matching(regex, version)
+            if describable is not None and topics:
+                topics = frozenset(describable(topics))
             previous = resolved.get(regex)
             if previous is None or previous[0] != topics:
                 bump = True
@@ -1028,7 +1043,7 @@ class ConsumerGroupManager:
     def fire(self, key, payload, now: int) -> Outcome | None:
         if key[0] == "cg-regex":
             group = self.group(key[1])
-            return None if group is None else self._resolve_regexes(group, now)
+            return None if group is None else self._resolve_regexes(group, now, payload)
         kind, group_id, member_id = key
         group = self.group(group_id)
         member = group.members.get(member_id) if group is not None else None

@@ -107,7 +107,8 @@ class Harness:
 
     def consumer_heartbeat(self, group="g", member="m1", epoch=0, *, instance=None, rack=None,
                            rebalance=None, topics=None, regex=None, assignor=None,
-                           owned=None, version=1, settle=True) -> dict | None:
+                           owned=None, version=1, settle=True,
+                           describable=None) -> dict | None:
         """A ConsumerGroupHeartbeat; a join (epoch 0) sends what a client sends on
         its first heartbeat.  Settles the writes and returns the answer."""
         if epoch == 0:
@@ -117,7 +118,7 @@ class Harness:
         ticket = self.ticket()
         req = HeartbeatRequest(group, member, epoch, instance, rack,
                                -1 if rebalance is None else rebalance, topics, regex, assignor,
-                               owned, "client", "/127.0.0.1", version)
+                               owned, "client", "/127.0.0.1", version, describable)
         self._take(self.core.consumer_heartbeat(ticket, req, self.now))
         if settle:
             self.settle()

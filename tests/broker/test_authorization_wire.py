@@ -4,6 +4,8 @@ what it may DESCRIBE."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from kcoord.protocol.client import WireClient
@@ -31,8 +33,9 @@ def secured(tmp_path_factory):
         answer = admin.call(30, 3, {"creations": [
             _acl(TOPIC, "orders", READ), _acl(TOPIC, "orders", WRITE),
             _acl(TOPIC, "pay", DESCRIBE, PREFIXED), _acl(GROUP, "billing", READ),
-            _acl(TRANSACTIONAL_ID, "tx-", WRITE, PREFIXED)]})
-        assert [r["error_code"] for r in answer["results"]] == [0] * 5
+            _acl(TRANSACTIONAL_ID, "tx-", WRITE, PREFIXED),
+            _acl(GROUP, "regex-", READ, PREFIXED)]})
+        assert [r["error_code"] for r in answer["results"]] == [0] * 6
     yield setup
     setup.stop()
 
@@ -161,6 +164,41 @@ def test_producer_ids_and_transactions(secured):
         ended = alice.call(26, 3, {"transactional_id": "other", "producer_id": 1,
                                    "producer_epoch": 0, "committed": True})
         assert ended["error_code"] == TXN_AUTH
+
+
+def test_a_regex_subscription_gets_only_the_topics_the_consumer_may_describe(secured):
+    """confluent-kafka as alice, in a consumer group of KIP-848, subscribing with a
+    regular expression matching orders, payments and secret: the group resolves it
+    to the topics alice may DESCRIBE (orders, and payments by its prefix), and
+    secret is never assigned to her, as on Kafka."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({
+        "bootstrap.servers": secured.bootstrap("SASL_PLAINTEXT"),
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice", "sasl.password": "alice-secret",
+        "group.id": "regex-readers", "group.protocol": "consumer",
+        "enable.auto.commit": False})
+    try:
+        consumer.subscribe(["^(orders|payments|secret)$"])
+        deadline = time.monotonic() + 30
+        while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
+            consumer.poll(0.1)
+        for _ in range(10):  # nothing more comes
+            consumer.poll(0.1)
+        assert sorted(tp.topic for tp in consumer.assignment()) == ["orders", "payments"]
+        # what the group holds, as alice may see it (a group holding secret would
+        # be refused to her as a whole)
+        with _login(secured, "alice") as alice:
+            (group,) = alice.call(69, 1, {"group_ids": ["regex-readers"],
+                                          "include_authorized_operations": False})["groups"]
+        assert group["error_code"] == 0
+        (member,) = group["members"]
+        assert "^(orders|payments|secret)$" in member["subscribed_topic_regex"]
+        assert sorted(t["topic_name"] for t in member["assignment"]["topic_partitions"]) == \
+            ["orders", "payments"]
+    finally:
+        consumer.close()
 
 
 def test_acl_and_credential_apis_need_the_cluster(secured):

@@ -529,6 +529,49 @@ def test_a_new_matching_topic_is_picked_up_by_a_later_resolution():
     assert {(U, 0), (U, 1), (U, 2)} <= parts(c)
 
 
+def test_a_regex_resolves_to_the_topics_the_asking_member_may_describe():
+    h = harness()
+    h.image.set("team-a", U, 2)
+    h.image.set("secret", uuid.UUID(int=0x3333), 4)
+    asked = []
+
+    def describable(names):
+        asked.append(set(names))
+        return {n for n in names if n != "secret"}
+
+    h.consumer_heartbeat(member="m1", topics=None, regex=".*", describable=describable)
+    h.advance(0)
+    h.settle()
+    assert asked == [{"t", "team-a", "secret"}]
+    assert group(h).resolved[".*"][0] == {"t", "team-a"}
+    a = h.consumer_heartbeat(member="m1", epoch=1, owned=[])
+    assert {t for t, _p in parts(a)} == {T, U}
+    # a second member's heartbeat with the same expression asks for nothing new:
+    # the group keeps the resolution it has until the next refresh, as on Kafka
+    h.consumer_heartbeat(member="m2", topics=None, regex=".*", describable=set)
+    h.advance(0)
+    h.settle()
+    assert group(h).resolved[".*"][0] == {"t", "team-a"}
+    assert_replay_equals_live(h)
+    # the refresh (every 10 minutes) is taken with the rights of the member whose
+    # heartbeat asks for it
+    holding = {"m1": owned(a), "m2": []}
+    for _ in range(20):
+        h.advance(30_000)
+        for m in ("m1", "m2"):
+            b = h.consumer_heartbeat(member=m, epoch=group(h).members[m].member_epoch,
+                                     owned=holding[m], describable=describable)
+            holding[m] = owned(b) if b["assignment"] is not None else holding[m]
+    assert group(h).resolved[".*"][0] == {"t", "team-a"} and len(asked) == 1
+    h.advance(1)
+    h.consumer_heartbeat(member="m2", epoch=group(h).members["m2"].member_epoch,
+                         describable=lambda names: {n for n in names if n == "t"})
+    h.advance(0)
+    h.settle()
+    assert group(h).resolved[".*"][0] == {"t"}
+    assert_replay_equals_live(h)
+
+
 def test_an_invalid_regex_is_refused_with_re2js_description():
     h = harness()
     answer = h.consumer_heartbeat(member="m1", topics=None, regex="(t")

@@ -119,3 +119,16 @@ def test_listening_beyond_loopback_warns_that_there_is_no_authentication(tmp_pat
     local = BrokerProcess(tmp_path / "local", "--host", "127.0.0.1").start()
     assert local.terminate() == 0
     assert "broker.listening_beyond_loopback" not in local.event_names()
+
+    # with an authorizer, an anonymous PLAINTEXT client is held to the ACLs: no warning
+    guarded = BrokerProcess(tmp_path / "guarded", "--host", "0.0.0.0", "--override",
+                            "authorizer.class.name="
+                            "org.apache.kafka.metadata.authorizer.StandardAuthorizer").start()
+    try:
+        with WireClient("127.0.0.1", guarded.port) as client:
+            assert client.call(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                       "include_topic_authorized_operations": False}
+                               )["topics"] == []
+    finally:
+        assert guarded.terminate() == 0
+    assert "broker.listening_beyond_loopback" not in guarded.event_names()

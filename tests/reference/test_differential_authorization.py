@@ -84,7 +84,8 @@ def _filter(resource_type: int = ANY, name: str | None = None, pattern: int = AN
 # - bob: READ on orders, WRITE on the prefix "bobs" and a DENY of WRITE on every
 #   topic: no WRITE anywhere, for the idempotent InitProducerId; DESCRIBE and
 #   CLUSTER_ACTION on the cluster (Kafka tells the cluster's authorized operations
-#   only to whom may DESCRIBE it).
+#   only to whom may DESCRIBE it);
+# - alice: READ on the groups kip848-* (consumer groups of KIP-848).
 SETUP_ACLS = [
     _acl(TOPIC, "orders", READ), _acl(TOPIC, "orders", WRITE),
     _acl(TOPIC, "pay", DESCRIBE, PREFIXED),
@@ -97,6 +98,7 @@ SETUP_ACLS = [
     _acl(TOPIC, "*", WRITE, principal="User:bob", permission=DENY),
     _acl(CLUSTER, "kafka-cluster", DESCRIBE, principal="User:bob"),
     _acl(CLUSTER, "kafka-cluster", CLUSTER_ACTION, principal="User:bob"),
+    _acl(GROUP, "kip848-", READ, PREFIXED),
 ]
 # Transactions the admin opens before the tests (one alice may describe, one not),
 # with a timeout far longer than the module runs, so that they stay Ongoing.
@@ -1011,3 +1013,73 @@ def test_describe_cluster(pair, version, user):
     theirs = pair.same(user, _ask(request(True), request(False)))
     assert [a["cluster_authorized_operations"] for a in theirs] == [
         CLUSTER_OPS[user], NOT_ASKED]
+
+
+# -- consumer groups (KIP-848) -------------------------------------------------------------------
+
+def _consumer_heartbeat(group: str, member: str, epoch: int, *, topics=None, regex=None,
+                        owned=None) -> tuple[int, int, dict]:
+    return 68, 1, {"group_id": group, "member_id": member, "member_epoch": epoch,
+                   "instance_id": None, "rack_id": None,
+                   "rebalance_timeout_ms": 60000 if epoch == 0 else -1,
+                   "subscribed_topic_names": topics, "subscribed_topic_regex": regex,
+                   "server_assignor": None, "topic_partitions": owned}
+
+
+def _assigned_topics(answer: dict, side: Side) -> list:
+    assignment = answer["assignment"] or {"topic_partitions": []}
+    return sorted(side.label(t["topic_id"]) for t in assignment["topic_partitions"])
+
+
+def _consumer_describe(group: str, ops: bool) -> tuple[int, int, dict]:
+    return 69, 1, {"group_ids": [group], "include_authorized_operations": ops}
+
+
+def test_consumer_group_heartbeat_with_topics_alice_may_not_describe(pair):
+    """A subscription naming secret is refused; one naming orders is not."""
+    theirs = pair.same("alice", _ask(
+        _consumer_heartbeat("kip848-names", "member-n", 0, topics=["orders", "secret"],
+                            owned=[]),
+        _consumer_heartbeat("other", "member-n", 0, topics=["orders"], owned=[])))
+    assert [a["error_code"] for a in theirs] == [TOPIC_AUTH, GROUP_AUTH]
+
+
+def test_a_regex_resolves_to_the_topics_the_member_may_describe(pair):
+    """alice subscribes to orders|payments|secret by regular expression: the group
+    resolves it to orders and payments, the topics she may DESCRIBE, and she is
+    assigned those; the group she may describe shows them."""
+    def scenario(client: WireClient, side: Side):
+        group, member = "kip848-regex", "member-r"
+        joined = client.call(*_consumer_heartbeat(
+            group, member, 0, regex="orders|payments|secret", owned=[]))
+        assert joined["error_code"] == NONE, (side.name, joined)
+        answer = _until(f"{side.name}: the regular expression resolved", lambda: (
+            lambda a: a if a["error_code"] or a["assignment"] and
+            a["assignment"]["topic_partitions"] else None)(
+            client.call(*_consumer_heartbeat(group, member, joined["member_epoch"],
+                                             owned=[]))))
+        described = _normal(69, client.call(*_consumer_describe(group, True)), side)
+        left = client.call(*_consumer_heartbeat(group, member, -1))
+        return {"joined": _normal(68, joined, side), "epoch": answer["member_epoch"],
+                "assigned": _assigned_topics(answer, side), "described": described,
+                "left": _normal(68, left, side)}
+    theirs = pair.same("alice", scenario)
+    assert theirs["assigned"] == ["<id of orders>", "<id of payments>"]
+    assert theirs["described"]["groups"][0]["error_code"] == NONE
+
+
+def test_a_group_holding_a_topic_alice_may_not_describe_is_not_described(pair):
+    """The admin's member of kip848-mixed is assigned orders and secret: alice may
+    describe the group but not secret, so Kafka tells her nothing of it."""
+    for side in pair.sides:
+        with _login(side.port, "admin") as admin:
+            joined = admin.call(*_consumer_heartbeat(
+                "kip848-mixed", "member-admin", 0, topics=["orders", "secret"], owned=[]))
+            assert joined["error_code"] == NONE, (side.name, joined)
+            assert _assigned_topics(joined, side) == ["<id of orders>", "<id of secret>"]
+    theirs = pair.same("alice", _ask(_consumer_describe("kip848-mixed", True),
+                                     _consumer_describe("kip848-mixed", False)))
+    assert [a["groups"][0]["error_code"] for a in theirs] == [TOPIC_AUTH] * 2
+    # the admin sees it whole
+    theirs = pair.same("admin", _ask(_consumer_describe("kip848-mixed", False)))
+    assert theirs[0]["groups"][0]["error_code"] == NONE
