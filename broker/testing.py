@@ -29,6 +29,9 @@ from kcoord.protocol.group_records import consumer_assignment
 from kcoord.protocol.records import Record, build_batch
 
 DEFAULT_TIMEOUT_S = 10.0
+# What a group's coordinator answers while it is not ready yet: asked again.
+_NOT_YET = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            ErrorCode.NOT_COORDINATOR)
 _POLL_S = 0.01
 _NAME_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -56,6 +59,7 @@ class Kcoord:
         self._counter = itertools.count()
         self._client: WireClient | None = None
         self._lock = threading.Lock()  # one request at a time on the connection
+        self._serves_consumer_protocol: bool | None = None
 
     # -- names ---------------------------------------------------------------------------
 
@@ -109,7 +113,26 @@ class Kcoord:
             "configs": [{"name": k, "value": str(v)} for k, v in (config or {}).items()]}],
             "timeout_ms": int(self.timeout * 1000), "validate_only": False})
         _check(f"CreateTopics {name}", answer["topics"][0]["error_code"])
+        self._wait_for_leaders(name, partitions)
         return name
+
+    def _wait_for_leaders(self, topic: str, partitions: int) -> None:
+        """Until Metadata gives every partition of a topic just created a leader:
+        at once on kcoord, a moment later on Apache Kafka, which answers the
+        creation before its broker has applied it."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            answer = self.call(3, 12, {"topics": [{"topic_id": None, "name": topic}],
+                                       "allow_auto_topic_creation": False,
+                                       "include_topic_authorized_operations": False})
+            found = answer["topics"][0]
+            if found["error_code"] == ErrorCode.NONE and \
+                    len(found["partitions"]) == partitions and \
+                    all(p["leader_id"] >= 0 for p in found["partitions"]):
+                return
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"topic {topic} has no leader for every partition")
+            time.sleep(_POLL_S)
 
     def produce(self, topic: str, values, *, key: bytes | None = None,
                 partition: int = 0) -> list[int]:
@@ -129,6 +152,29 @@ class Kcoord:
         first = result["base_offset"]
         return list(range(first, first + len(records)))
 
+    def list_topics(self) -> list[str]:
+        """Every topic's name but the internal ones, sorted."""
+        answer = self.call(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                   "include_topic_authorized_operations": False})
+        return sorted(t["name"] for t in answer["topics"] if not t["is_internal"])
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete ``topic`` (it must exist)."""
+        answer = self.call(20, 6, {"topics": [{"name": topic, "topic_id": None}],
+                                   "timeout_ms": int(self.timeout * 1000)})
+        _check(f"DeleteTopics {topic}", answer["responses"][0]["error_code"])
+
+    def list_groups(self) -> list[str]:
+        """Every group's id, whichever its protocol, sorted."""
+        answer = self.call(16, 4, {"states_filter": []})
+        _check("ListGroups", answer["error_code"])
+        return sorted(g["group_id"] for g in answer["groups"])
+
+    def delete_group(self, group: str) -> None:
+        """Delete an empty ``group`` and its committed offsets."""
+        self._when_ready(lambda: _checked_group(
+            self.call(42, 2, {"groups_names": [group]})["results"][0]))
+
     def end_offsets(self, topic: str) -> dict[tuple[str, int], int]:
         """The log end offset of each partition of ``topic``."""
         partitions = self._partitions(topic)
@@ -137,16 +183,57 @@ class Kcoord:
     # -- groups --------------------------------------------------------------------------
 
     def describe_group(self, group: str) -> dict:
-        """DescribeGroups of one group: state, protocol and members."""
+        """One group, whichever protocol its members speak: ``group_type``
+        ("classic" or "consumer"), ``group_state`` and ``members``.  A classic
+        group is what DescribeGroups gives (``protocol_type``, ``protocol_data``
+        and each member's ``member_assignment`` bytes); a group of the consumer
+        protocol (KIP-848, ``group.protocol=consumer``), which DescribeGroups
+        reports as Dead, is what ConsumerGroupDescribe gives (each member's
+        ``assignment`` of topic partitions).  While the group's coordinator is
+        loading or not known yet (a broker just started), it is asked again
+        until the handle's timeout."""
+        return self._when_ready(self._describe_group, group)
+
+    def _when_ready(self, ask, *args):
+        """``ask(*args)``, asked again while the coordinator is not ready, until
+        the handle's timeout."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                return ask(*args)
+            except KafkaError as error:
+                if error.code not in _NOT_YET or time.monotonic() >= deadline:
+                    raise
+            time.sleep(_POLL_S)
+
+    def _describe_group(self, group: str) -> dict:
         answer = self.call(15, 5, {"groups": [group], "include_authorized_operations": False})
         described = answer["groups"][0]
         _check(f"DescribeGroups {group}", described["error_code"])
-        return described
+        if described["group_state"] != "Dead" or not self._consumer_protocol():
+            return dict(described, group_type="classic")
+        answer = self.call(69, 0, {"group_ids": [group], "include_authorized_operations": False})
+        modern = answer["groups"][0]
+        if modern["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND:
+            return dict(described, group_type="classic")  # no such group: Dead, as Kafka says
+        _check(f"ConsumerGroupDescribe {group}", modern["error_code"])
+        return dict(modern, group_type="consumer", protocol_type="consumer",
+                    protocol_data=modern["assignor_name"])
+
+    def _consumer_protocol(self) -> bool:
+        """Whether the broker serves ConsumerGroupDescribe (asked once)."""
+        if self._serves_consumer_protocol is None:
+            versions = self.call(18, 3, {"client_software_name": "kcoord-testing",
+                                         "client_software_version": "1"})["api_keys"]
+            self._serves_consumer_protocol = any(k["api_key"] == 69 for k in versions)
+        return self._serves_consumer_protocol
 
     def wait_for_group(self, group: str, *, members: int | None = None,
                        state: str | None = "Stable", timeout: float | None = None) -> dict:
         """Wait until ``group`` is in ``state`` with ``members`` members (either
-        may be None: any); the group as DescribeGroups gives it then."""
+        may be None: any); the group as ``describe_group`` gives it then.  A
+        group of the consumer protocol is Stable once every member has its
+        target assignment."""
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         while True:
             described = self.describe_group(group)
@@ -161,10 +248,17 @@ class Kcoord:
             time.sleep(_POLL_S)
 
     def assignment(self, group: str) -> dict[str, list[tuple[str, int]]]:
-        """Each member's partitions (by member id), as the group's leader assigned
-        them (consumer groups: ``protocol_type`` "consumer")."""
+        """Each member's partitions (by member id): as the group's leader assigned
+        them in a classic group of consumers (``protocol_type`` "consumer"), as
+        the coordinator assigned them in a group of the consumer protocol."""
         described = self.describe_group(group)
         out = {}
+        if described["group_type"] == "consumer":
+            for member in described["members"]:
+                out[member["member_id"]] = sorted(
+                    (t["topic_name"], p) for t in member["assignment"]["topic_partitions"]
+                    for p in t["partitions"])
+            return out
         for member in described["members"]:
             raw = member["member_assignment"]
             partitions = []
@@ -176,6 +270,9 @@ class Kcoord:
 
     def committed(self, group: str) -> dict[tuple[str, int], int]:
         """The group's committed offsets."""
+        return self._when_ready(self._committed, group)
+
+    def _committed(self, group: str) -> dict[tuple[str, int], int]:
         answer = self.call(9, 8, {"require_stable": True, "groups": [
             {"group_id": group, "member_id": None, "member_epoch": -1, "topics": None}]})
         fetched = answer["groups"][0]
@@ -222,6 +319,11 @@ class Kcoord:
                 _check(f"ListOffsets {topic['name']}-{p['partition_index']}", p["error_code"])
                 out[(topic["name"], p["partition_index"])] = p["offset"]
         return out
+
+
+def _checked_group(result: dict) -> dict:
+    _check(f"DeleteGroups {result['group_id']}", result["error_code"])
+    return result
 
 
 def _check(what: str, code: int) -> None:

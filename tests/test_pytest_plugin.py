@@ -48,6 +48,17 @@ def test_the_example_suite_and_the_readme_example_pass_with_the_plugin_alone(tmp
     assert _passed(_pytest(where)) == examples + 1  # one test runs twice (parametrized)
 
 
+def test_the_example_suite_passes_with_kafka_s_defaults_too(tmp_path):
+    """Every example waits on conditions, not on kcoord's quick development
+    defaults: under --kcoord-kafka-defaults (a new group's first rebalance held
+    3 s, as on Kafka) they pass as well."""
+    files = [(p.name, p.read_text()) for p in sorted(SUITE.glob("test_*.py"))]
+    where = _suite(tmp_path, *files)
+    examples = sum(text.count("\ndef test_") + text.count("\nasync def test_")
+                   for _name, text in files)
+    assert _passed(_pytest(where, "--kcoord-kafka-defaults")) == examples + 1
+
+
 def test_under_xdist_each_worker_has_a_broker_of_its_own(tmp_path):
     probe = '''
 import pytest

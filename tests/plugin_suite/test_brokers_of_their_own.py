@@ -30,8 +30,10 @@ def test_a_fresh_broker_as_a_child_process(kcoord_factory, kcoord):
     assert _broker_config(own, "num.partitions") == "3"
 
 
-def test_the_session_broker_has_the_development_defaults(kcoord):
-    assert _broker_config(kcoord, INITIAL_DELAY) == "0"
+def test_the_session_broker_has_the_defaults_the_option_chooses(kcoord, pytestconfig):
+    """kcoord's development defaults, or Kafka's own under --kcoord-kafka-defaults."""
+    kafka_defaults = pytestconfig.getoption("kcoord_kafka_defaults")
+    assert _broker_config(kcoord, INITIAL_DELAY) == ("3000" if kafka_defaults else "0")
 
 
 @pytest.mark.kcoord_kafka_defaults

@@ -1,6 +1,8 @@
 """kafka-python against the session's kcoord broker: a group of two consumers
 shares a topic's partitions, and what they commit is what the broker holds."""
 
+import time
+
 from kafka import KafkaConsumer, KafkaProducer
 
 
@@ -18,7 +20,10 @@ def test_two_consumers_share_the_partitions_and_commit(kcoord):
             for records in consumer.poll(timeout_ms=50).values():
                 seen.extend(r.value for r in records)
 
-    for _ in range(200):  # bounded: kafka-python joins and rebalances inside poll()
+    # bounded in time (Kafka's defaults delay a new group's first rebalance by 3 s):
+    # kafka-python joins and rebalances inside poll()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
         poll_both()
         described = kcoord.describe_group(group)
         if described["group_state"] == "Stable" and len(described["members"]) == 2 \
@@ -34,7 +39,8 @@ def test_two_consumers_share_the_partitions_and_commit(kcoord):
         producer.send(topic, f"payment-{i}".encode(), partition=i % 4)
     producer.flush(10)
     producer.close()
-    for _ in range(200):
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
         poll_both()
         if len(seen) == 8:
             break
