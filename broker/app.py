@@ -183,14 +183,15 @@ class Broker:
                              "trusted, or set authorizer.class.name and ACLs")
         self._start_maintenance()
         self.started.set()
-        # One event with the effective configuration: what is not a default, and
-        # which development defaults differ from Kafka's.
-        log.info("broker.config", not_default=self.config.differences())
+        # One event with the effective configuration, and what in it is not
+        # Kafka's default (a development default, a setting, kcoord's own).
+        log.info("broker.config", not_default=self.config.differences(),
+                 effective=self.config.effective())
         more = {} if len(self._servers) == 1 else {"listeners": {
-            spec.name: f"{spec.host}:{server.sockets[0].getsockname()[1]} advertised as "
+            spec.name: f"{_shown(spec.host)}:{server.sockets[0].getsockname()[1]} advertised as "
                        f"{self._advertised[spec.name][0]}:{self._advertised[spec.name][1]}"
             for spec, server in zip(self.config.listeners, self._servers)}}
-        log.info("broker.started", host=self.host, port=self.port,
+        log.info("broker.started", host=_shown(self.host), port=self.port,
                  advertised=f"{self.advertised_host}:{self.advertised_port}",
                  node_id=self.node_id, cluster_id=self.cluster_id, data_dir=str(self.data_dir),
                  startup_ms=round((time.monotonic() - began) * 1000, 1), **more)
@@ -228,7 +229,7 @@ class Broker:
                                  "clients reach this broker on")
             if spec.host in ("", "0.0.0.0", "::") and spec.name not in named:
                 log.warning("broker.advertising_loopback", listener=spec.name,
-                            listening=spec.host, advertised=host,
+                            listening=_shown(spec.host), advertised=host,
                             hint="set --advertised-host (advertised.listeners) to the name "
                                  "clients use")
         first = self.config.listeners[0].name
@@ -265,8 +266,13 @@ class Broker:
             # Connections accepted just before are set up before the others
             # are closed, so that none is left open.
             await server.wait_closed()
-        if self.groups is not None:
-            self.groups.unload()
+        parked = self.groups.unload() if self.groups is not None else 0
+        if parked:
+            # as Kafka's unload does: their clients find the coordinator again
+            log.info("broker.stop_answered_parked", requests=parked,
+                     error="NOT_COORDINATOR",
+                     reason="joins and syncs waiting for their group are answered at "
+                            "once instead of holding the stop up to the rebalance timeout")
         if self.transactions is not None:
             self.transactions.unload()
         deadline = time.monotonic() + grace
@@ -521,3 +527,9 @@ def _raise_open_file_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     except (ImportError, ValueError, OSError):
         pass
+
+
+def _shown(host: str) -> str:
+    """A listener's host as the log shows it: an empty host (``PLAINTEXT://:9092``)
+    listens on every interface, as 0.0.0.0 does."""
+    return host or "0.0.0.0"

@@ -451,6 +451,13 @@ DYNAMIC_BROKER_CONFIGS = frozenset({
     "unclean.leader.election.enable",
 })
 # The development defaults, with Kafka's own value beside each (README lists these).
+# Kafka's defaults where kcoord's own differ even under --kafka-defaults: a
+# development broker listens on loopback only and keeps its data in ./data.
+KAFKA_OWN_DEFAULTS: dict[str, Any] = {
+    "listeners": "PLAINTEXT://:9092",
+    "log.dirs": "/tmp/kafka-logs",  # log.dirs unset: log.dir's default
+}
+
 DEV_DEFAULTS: dict[str, tuple[Any, Any]] = {
     # property: (kcoord development value, Kafka's default)
     "group.initial.rebalance.delay.ms": (0, 3000),
@@ -544,9 +551,10 @@ def parse_listener(spec: str) -> tuple[str, str, int]:
 
 
 def read_properties(path: str | Path) -> dict[str, str]:
-    """A ``.properties`` file read as Java's ``Properties.load`` reads it (Kafka
-    loads ``server.properties`` with it), from UTF-8 text."""
-    return parse_properties(Path(path).read_text(encoding="utf-8"))
+    """A ``.properties`` file read as Java's ``Properties.load(InputStream)`` reads
+    it (Kafka loads ``server.properties`` with it): as ISO-8859-1 bytes, every
+    other character written as ``\\uXXXX``."""
+    return parse_properties(Path(path).read_bytes().decode("iso-8859-1"))
 
 
 _PROPERTY_BLANKS = " \t\f"
@@ -589,7 +597,9 @@ def _logical_lines(text: str):
             line = pending + natural.lstrip(_PROPERTY_BLANKS)
         trailing = len(line) - len(line.rstrip("\\"))
         if trailing % 2 == 1:
-            pending = line[:-1]
+            # nothing yet (a lone backslash): the next line starts afresh, so it may
+            # be blank or a comment, as Java's LineReader reads it
+            pending = line[:-1] or None
             continue
         pending = None
         yield line
@@ -707,6 +717,9 @@ class BrokerConfig:
             raise ValueError(f"authorizer.class.name: {authorizer} is not served: kcoord has "
                              f"Kafka's ACL authorizer, {AUTHORIZER_CLASSES[0]}")
         log_dirs = [d for d in str(self.values.get("log.dirs") or "").split(",") if d.strip()]
+        if not self._first_log_dir():
+            raise ValueError("log.dirs (the data dir, --data-dir) is empty: at least one "
+                             "directory must be named, as Kafka requires")
         if warn and len(log_dirs) > 1:
             log.warning("config.extra_log_dirs_ignored", used=log_dirs[0].strip(),
                         ignored=[d.strip() for d in log_dirs[1:]])
@@ -827,15 +840,21 @@ class BrokerConfig:
     def get(self, name: str, default: Any = None) -> Any:
         return self.values.get(name, default)
 
+    def effective(self) -> dict[str, str]:
+        """Every property's value as the broker runs with it (passwords hidden)."""
+        return {name: HIDDEN if BROKER_CONFIGS[name].type == PASSWORD else _shown(value)
+                for name, value in sorted(self.values.items())}
+
     def differences(self) -> dict[str, str]:
-        """Every property whose value is not its default under ``--kafka-defaults``
-        (Kafka's, but for where kcoord listens and keeps its data): ``value
-        (default X; why)``, why being ``development default`` or ``set`` (a file,
-        an override or a flag)."""
-        why = {"dev": "development default", "static": "set"}
+        """Every property whose value is not Kafka's default: ``value (default X;
+        why)``, why being ``development default``, ``set`` (a file, an override or
+        a flag) or ``kcoord's default`` (where kcoord listens and keeps its data
+        when nothing says: loopback and ``./data``)."""
+        why = {"dev": "development default", "static": "set",
+               "default": "kcoord's default"}
         out = {}
         for name, value in sorted(self.values.items()):
-            default = BROKER_CONFIGS[name].default
+            default = KAFKA_OWN_DEFAULTS.get(name, BROKER_CONFIGS[name].default)
             if value != default:
                 shown = HIDDEN if BROKER_CONFIGS[name].type == PASSWORD else _shown(value)
                 out[name] = (f"{shown} (default {_shown(default)}; "
@@ -896,10 +915,12 @@ class BrokerConfig:
 
     @property
     def data_dir(self) -> Path:
+        return Path(self._first_log_dir())
+
+    def _first_log_dir(self) -> str:
         log_dirs = self.values.get("log.dir") if self.sources.get("log.dir") == "static" else None
         log_dirs = log_dirs or self.values["log.dirs"]
-        first = str(log_dirs).split(",")[0].strip()
-        return Path(first)
+        return str(log_dirs).split(",")[0].strip()
 
     def topic_default(self, topic_config: str) -> Any:
         """The broker-level default of a topic config (via its synonym property)."""

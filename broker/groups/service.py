@@ -198,9 +198,10 @@ class GroupService:
     def start(self) -> None:
         self.runtime.start()
 
-    def unload(self) -> None:
-        """The broker stops: parked requests are answered NOT_COORDINATOR."""
-        self.runtime.unload()
+    def unload(self) -> int:
+        """The broker stops: parked requests (joins and syncs waiting for their
+        group) are answered NOT_COORDINATOR; how many."""
+        return self.runtime.unload()
 
     async def stop(self) -> None:
         await self.runtime.stop()

@@ -468,11 +468,15 @@ class CoordinatorRuntime:
             self.log.error(f"{self.name}.load_failed", partition=partition, exc_info=exc,
                            reason="the partition is answered NOT_COORDINATOR")
 
-    def unload(self) -> None:
+    def unload(self) -> int:
         """The broker stops: every shard answers its parked requests (Kafka answers
-        them NOT_COORDINATOR, so their clients look elsewhere)."""
+        them NOT_COORDINATOR, so their clients look elsewhere); how many."""
+        answered = 0
         for partition, shard in self.active():
-            self.run(partition, shard.unload())
+            outcome = shard.unload()
+            answered += len(outcome.answers)
+            self.run(partition, outcome)
+        return answered
 
     async def stop(self) -> None:
         """Append the open batches, wait for the writes in flight, and fire no

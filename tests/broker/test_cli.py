@@ -171,6 +171,12 @@ def test_bad_command_lines_exit_2_with_one_clear_line(tmp_path):
         assert message in result.stderr, (args, result.stderr)
         assert "Traceback" not in result.stderr
     assert not (tmp_path / "d").exists()
+    # an empty data dir would be the current directory: refused, nothing written there
+    for empty in (("--data-dir", ""), ("--override", "log.dirs=")):
+        result = _run_cli("serve", "--port", "0", *empty, cwd=tmp_path)
+        assert result.returncode == 2, (empty, result.stderr)
+        assert "log.dirs (the data dir, --data-dir) is empty" in result.stderr
+        assert list(tmp_path.iterdir()) == []
     assert _run_cli("--version").stdout.startswith("kcoord ")
 
 
@@ -257,6 +263,13 @@ def test_the_start_logs_every_value_that_is_not_a_default_once(tmp_path):
     assert shown["num.partitions"] == "3 (default 1; set)"
     assert shown["group.initial.rebalance.delay.ms"] == "0 (default 3000; development default)"
     assert "offsets.topic.num.partitions" not in shown  # a default is not listed
+    # where kcoord listens and keeps its data differs from Kafka's defaults too
+    assert shown["log.dirs"] == f"{tmp_path} (default /tmp/kafka-logs; set)"
+    assert shown["listeners"].endswith("(default PLAINTEXT://:9092; set)")
+    effective = configs[0]["effective"]
+    assert effective["num.partitions"] == "3"
+    assert effective["offsets.topic.num.partitions"] == "50"
+    assert set(shown) <= set(effective)
     kafka = BrokerProcess(tmp_path / "k", "--kafka-defaults").start()
     kafka.terminate()
     shown = next(e for e in kafka.events if e.get("event") == "broker.config")["not_default"]
@@ -290,7 +303,15 @@ def test_at_debug_level_connections_and_requests_are_traced_and_no_field_is_empt
     closed = [e for e in node.events if e.get("event") == "connection.closed"]
     assert traced[0]["peer"] in {e["peer"] for e in opened} & {e["peer"] for e in closed}
     assert any(e.get("event") == "group.member_joined" for e in node.events)
-    empty = [(e["event"], k) for e in node.events for k, v in e.items() if v is None]
+    empty = [(e["event"], k) for e in node.events for k, v in e.items() if v in (None, "")]
+    assert empty == []
+    # a listener on every interface (an empty host, as Kafka's image sets it) is
+    # named, not left empty
+    every = BrokerProcess(tmp_path / "every", "--host", "").start()
+    every.terminate()
+    started = next(e for e in every.events if e.get("event") == "broker.started")
+    assert started["host"] == "0.0.0.0"
+    empty = [(e["event"], k) for e in every.events for k, v in e.items() if v in (None, "")]
     assert empty == []
 
 

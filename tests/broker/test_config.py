@@ -95,6 +95,12 @@ _JAVA_PROPERTIES = (
     "#not-a-comment-inside=\\\n"
     "key-only\n"
     "empty=\n"
+    "latin1=caf\xe9 \xa7\n"
+    "\\\n"
+    "\n"
+    "after-a-lone-backslash=v\n"
+    "\\\n"
+    "#a-comment-after-a-lone-backslash=v\n"
     "crlf=a\r\n"
     "cr=b\rlast=\\\n"
 )
@@ -126,8 +132,10 @@ def test_properties_are_read_as_java_reads_them(tmp_path):
     import subprocess
 
     path = tmp_path / "server.properties"
-    path.write_bytes(_JAVA_PROPERTIES.encode("ascii"))
+    path.write_bytes(_JAVA_PROPERTIES.encode("iso-8859-1"))  # as Java reads a stream
     ours = read_properties(path)
+    assert ours["latin1"] == "café §" and ours["after-a-lone-backslash"] == "v"
+    assert "" not in ours and "#a-comment-after-a-lone-backslash" not in ours
     assert ours["escaped=key"] == "v" and ours["escaped:colon and blank"] == "v"
     assert ours["unicode"] == "café ☃" and ours["continued"] == "one,two,three"
     assert ours["backslash"] == "a\\b" and ours["even-backslashes"] == "ends here\\"

@@ -273,3 +273,41 @@ def test_a_large_group_s_assignment_is_counted_not_listed(logs):
     stable = _one(logs, "group.stable", generation=1)
     assert "assignment" not in stable
     assert stable["assignment_omitted"].startswith(f"{LOGGED_ASSIGNMENTS + 1} members")
+
+
+def test_a_stop_answers_parked_joins_at_once_and_says_so():
+    """Under Kafka's defaults a new group's first join is held 3 s
+    (group.initial.rebalance.delay.ms): a broker stopping meanwhile answers it
+    NOT_COORDINATOR at once, as Kafka's unload does, and its log says why the
+    stop did not wait for it."""
+    import threading
+    import time
+
+    from kcoord.broker.embedded import EmbeddedBroker
+    from kcoord.protocol.client import WireClient
+
+    answers = []
+    with captured_logs(logging.INFO) as captured:
+        broker = EmbeddedBroker(kafka_defaults=True).start()
+        try:
+            client = WireClient.to(broker.bootstrap, timeout=30)
+
+            def join():
+                answers.append(client.call(11, 5, {
+                    "group_id": "held", "session_timeout_ms": 10000,
+                    "rebalance_timeout_ms": 60000, "member_id": "",
+                    "group_instance_id": "static-1", "protocol_type": "consumer",
+                    "protocols": [{"name": "range", "metadata": b""}]}))
+            joining = threading.Thread(target=join)
+            joining.start()
+            deadline = time.monotonic() + 10
+            while not any(e["event"] == "group.member_joined" for e in captured):
+                assert time.monotonic() < deadline, "the join never arrived"
+                time.sleep(0.01)
+        finally:
+            broker.stop()
+        joining.join(10)
+        client.close()
+    # answered by the stop, not by the end of the delay (which would join it)
+    assert answers[0]["error_code"] == E.NOT_COORDINATOR
+    _one(captured, "broker.stop_answered_parked", requests=1, error="NOT_COORDINATOR")
