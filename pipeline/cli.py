@@ -13,12 +13,14 @@ brokers); ``--out`` is a folder (Parquet, and for ``report`` an HTML page);
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from importlib import metadata
 
@@ -27,17 +29,29 @@ COMMANDS = {
     "offsets": "the latest committed offset per group, topic and partition (Parquet)",
     "lag": "lag per partition and group now, and at every commit (Parquet)",
     "report": "a static HTML page with the lag table and charts",
-    "all": "every job above in one Spark session, each into its own folder of --out",
+    "all": "history, offsets, lag and report in one Spark session, each into its own "
+           "folder of --out",
 }
 MIN_JAVA = 17
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("pipeline", help="Spark jobs over a store: history, offsets, lag, report",
-                            description=__doc__.split("\n\n")[0])
+    import argparse
+
+    examples = __doc__.split("\n\n")[1]
+    parser = sub.add_parser(
+        "pipeline", help="Spark jobs over a store: history, offsets, lag, report",
+        description="Spark jobs over a kcoord store (or Kafka's log dirs): offset\n"
+                    "history, compacted offsets, lag and an HTML report.",
+        epilog="examples:\n" + examples + "\n\n" + __doc__.split("\n\n")[2].replace("``", ""),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     jobs = parser.add_subparsers(dest="job", required=True)
     for name, text in COMMANDS.items():
-        job = jobs.add_parser(name, help=text, description=text)
+        job = jobs.add_parser(
+            name, help=text, description=f"kcoord pipeline {name}: {text}.",
+            epilog=f"example:\n    kcoord pipeline {name} --data-dir ./data --out out"
+                   f"{'' if name == 'all' else '/' + name}",
+            formatter_class=argparse.RawDescriptionHelpFormatter)
         job.add_argument("--data-dir", action="append", required=True, metavar="DIR",
                          help="a data dir or Kafka log dir, local or a URI (repeatable)")
         job.add_argument("--out", required=True, metavar="DIR", help="output folder")
@@ -113,12 +127,46 @@ def run(args) -> int:
     shared = jobs.existing_session()  # a caller's session (tests, notebooks): used as it is, kept up
     if shared is None:
         _say(args, f"starting Spark ({args.master})")
-    spark = jobs.session(**session_args(args))
+    with tempfile.TemporaryFile() as jvm_log:
+        with _jvm_stderr(jvm_log if args.quiet and shared is None else None):
+            spark = jobs.session(**session_args(args))
+        try:
+            return _JOBS[args.job](spark, args, began)
+        except BaseException:
+            _show_tail(jvm_log)
+            raise
+        finally:
+            if shared is None:
+                spark.stop()
+
+
+@contextlib.contextmanager
+def _jvm_stderr(into):
+    """With ``--quiet``: the Spark JVM started meanwhile inherits ``into`` as its
+    standard error, so its start-up notices (the JVM's incubator-module warning,
+    Spark's log-level hint) and its log stay off the terminal; ``_show_tail``
+    shows them if the job fails."""
+    if into is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
     try:
-        return _JOBS[args.job](spark, args, began)
+        os.dup2(into.fileno(), 2)
+        yield
     finally:
-        if shared is None:
-            spark.stop()
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _show_tail(jvm_log, lines: int = 40) -> None:
+    """The last lines the Spark JVM wrote to ``jvm_log``, if any, on stderr."""
+    jvm_log.flush()
+    jvm_log.seek(0)
+    tail = jvm_log.read().decode("utf-8", "replace").splitlines()[-lines:]
+    if tail:
+        print("kcoord pipeline: Spark said:\n" + "\n".join(tail), file=sys.stderr, flush=True)
 
 
 def _write(args, df, path: str, partition_by=None) -> int:

@@ -122,3 +122,31 @@ def test_the_environment_is_set_in_the_process_by_default(monkeypatch):
     monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)  # restored after the test
     assert jobs.environment("local[2]") is os.environ
     assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
+
+
+@pytest.mark.timeout(600)
+def test_quiet_prints_nothing_but_errors_with_a_real_spark(store, tmp_path):
+    """The whole command as a user runs it, Spark's own JVM included: with
+    ``--quiet`` neither the JVM's start-up notices nor Spark's log-level hint
+    reach the terminal; a failing job still says why."""
+    import subprocess
+    import sys
+
+    from tests.support import REPO
+
+    def pipeline(*args):
+        return subprocess.run([sys.executable, "-m", "kcoord.broker.cli", "pipeline", *args],
+                              capture_output=True, text=True, cwd=REPO, timeout=300)
+
+    quiet = pipeline("offsets", "--data-dir", str(store.data_dir), "--out",
+                     str(tmp_path / "offsets"), "--quiet")
+    assert quiet.returncode == 0, quiet.stderr[-3000:]
+    assert (quiet.stdout, quiet.stderr) == ("", "")
+    assert any((tmp_path / "offsets").glob("*.parquet"))
+    # a job that fails under --quiet still reports its error (an output folder
+    # inside a file)
+    (tmp_path / "a-file").write_text("x")
+    failed = pipeline("offsets", "--data-dir", str(store.data_dir), "--out",
+                      str(tmp_path / "a-file" / "offsets"), "--quiet")
+    assert failed.returncode != 0
+    assert failed.stderr.strip()
