@@ -1,6 +1,7 @@
-"""The README's client examples run as written (against a broker on a free port):
-each client's admin example creates ``orders``, then its produce-and-consume
-example prints back what it produced."""
+"""The README's client examples run as written (against a broker on a free port),
+each on its own on a fresh broker and then again on the same broker: each
+makes the topic ``orders`` unless it is there; the admin examples list it, and
+the produce-and-consume examples print back what they produced."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 
 import pytest
 
+from kcoord.broker.testing import Kcoord
 from tests.support import REPO
 
 # The pytest section's examples (a test file, the embedded broker) are run by
@@ -41,37 +43,47 @@ def test_the_readme_has_an_admin_and_a_produce_consume_example_per_client():
 
 
 @pytest.mark.parametrize("index", range(len(CLIENTS)), ids=CLIENTS)
-def test_readme_example(make_broker, index):
+def test_readme_admin_example_runs_alone_and_again(make_broker, index):
     node = make_broker()
-    admin, produce_consume = BLOCKS[index], BLOCKS[len(CLIENTS) + index]
-    assert "orders" in _run(admin, node.bootstrap)
-    out = _run(produce_consume, node.bootstrap)
+    for _run_again in range(2):
+        assert "orders" in _run(BLOCKS[index], node.bootstrap)
+
+
+@pytest.mark.parametrize("index", range(len(CLIENTS)), ids=CLIENTS)
+def test_readme_produce_consume_example_runs_alone_and_again(make_broker, index):
+    node = make_broker()
+    produce_consume = BLOCKS[len(CLIENTS) + index]
     produced = re.search(r'b"(\d+ \w+)"', produce_consume).group(1)
-    assert f"b'{produced}'" in out, out
+    for times in (1, 2):
+        out = _run(produce_consume, node.bootstrap)
+        assert out.count(f"b'{produced}'") == times, out  # everything in the topic
+    partitions = Kcoord(node.bootstrap)._partitions("orders")
+    assert partitions == 3
 
 
-def test_readme_consumer_group_example(make_broker):
+def test_readme_consumer_group_example_runs_alone_and_again(make_broker):
     """Two consumers share the three partitions of ``orders``, and the lag table
-    shows every partition committed up to its end."""
+    shows every partition committed up to its end, on a fresh broker and again."""
     node = make_broker()
-    _run(BLOCKS[0], node.bootstrap)  # creates "orders" with 3 partitions
-    out = _run(BLOCKS[2 * len(CLIENTS)], node.bootstrap)
-    owned = {name: eval(parts) for name, parts in
-             re.findall(r"^(alice|bob) owns partitions (\[.*\])$", out, re.M)}
-    assert sorted(owned["alice"] + owned["bob"]) == [0, 1, 2] and all(owned.values()), out
-    assert "group billing: Stable with 2 members" in out, out
-    rows = re.findall(r"^orders +(\d) +(\d+) +(\d+) +(\d+)$", out, re.M)
-    assert [(p, lag) for p, _c, _e, lag in rows] == [("0", "0"), ("1", "0"), ("2", "0")], out
+    for _run_again in range(2):
+        out = _run(BLOCKS[2 * len(CLIENTS)], node.bootstrap)
+        owned = {name: eval(parts) for name, parts in
+                 re.findall(r"^(alice|bob) owns partitions (\[.*\])$", out, re.M)}
+        assert sorted(owned["alice"] + owned["bob"]) == [0, 1, 2] and all(owned.values()), out
+        assert "group billing: Stable with 2 members" in out, out
+        rows = re.findall(r"^orders +(\d) +(\d+) +(\d+) +(\d+)$", out, re.M)
+        assert [(p, lag) for p, _c, _e, lag in rows] == [("0", "0"), ("1", "0"), ("2", "0")], \
+            out
 
 
-def test_readme_consumer_protocol_example(make_broker):
-    """The consumer group protocol's example, on a broker started as the README
-    says: the one consumer is given every partition of ``orders``."""
+def test_readme_consumer_protocol_example_runs_alone(make_broker):
+    """The consumer group protocol's example, on a fresh broker: the one consumer
+    is given every partition of ``orders``."""
     (example,) = KIP848
-    node = make_broker(overrides={"group.coordinator.rebalance.protocols": "classic,consumer"})
-    _run(BLOCKS[0], node.bootstrap)  # creates "orders" with 3 partitions
-    out = _run(example, node.bootstrap)
-    assert "billing-v2 owns partitions [0, 1, 2]" in out, out
+    node = make_broker()
+    for _run_again in range(2):
+        out = _run(example, node.bootstrap)
+        assert "billing-v2 owns partitions [0, 1, 2]" in out, out
 
 
 def test_readme_exactly_once_example(make_broker):
