@@ -98,6 +98,32 @@ def venv(dist, tmp_path_factory) -> Path:
     return home
 
 
+def test_the_sdist_installs_with_pip_and_runs(dist, tmp_path):
+    """pip builds and installs kcoord from the sdist alone (as from an index
+    without a wheel for the platform): the CLI and the fixture's module run."""
+    (sdist,) = dist.glob("kcoord-*.tar.gz")
+    home = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home)], check=True,
+                   timeout=120)
+    python = home / "bin" / "python"
+    (inner,) = subprocess.run([python, "-c", "import site; print(site.getsitepackages()[0])"],
+                              capture_output=True, text=True, check=True).stdout.split()
+    (Path(inner) / "dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    run = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install",
+                          "--quiet", "--no-deps", "--no-index", "--no-build-isolation",
+                          str(sdist)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    version = _in(home, tmp_path, home / "bin" / "kcoord", "--version")
+    assert version.returncode == 0 and PYPROJECT["project"]["version"] in version.stdout
+    probe = ("import kcoord.broker.testing, kcoord.pipeline, pathlib; "
+             "print(pathlib.Path(kcoord.pipeline.__file__).with_name('log4j2.properties')"
+             ".exists(), kcoord.broker.testing.__file__)")
+    run = _in(home, tmp_path, python, "-c", probe)
+    assert run.returncode == 0, run.stderr
+    exists, where = run.stdout.split()
+    assert exists == "True" and where.startswith(str(home)), run.stdout
+
+
 def _in(venv: Path, where: Path, *args, timeout=120) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"

@@ -226,6 +226,18 @@ def test_an_advertised_port_other_than_the_one_listened_on_is_warned_about(tmp_p
         assert "broker.advertised_port_differs" not in same.event_names()
     finally:
         same.terminate()
+    # a server.properties advertising its own port, and --port moving the listener
+    # elsewhere: clients would dial the file's port, and the log says so
+    config = tmp_path / "server.properties"
+    config.write_text("listeners=PLAINTEXT://127.0.0.1:19092\n"
+                      "advertised.listeners=PLAINTEXT://127.0.0.1:19092\n")
+    moved = BrokerProcess(tmp_path / "moved", "--config", str(config)).start()  # --port 0
+    try:
+        warned = [e for e in moved.events if e.get("event") == "broker.advertised_port_differs"]
+        assert len(warned) == 1
+        assert warned[0]["port"] == moved.port and warned[0]["advertised"] == "127.0.0.1:19092"
+    finally:
+        moved.terminate()
 
 
 def test_a_data_dir_deleted_under_the_broker_stops_it_with_one_critical_line(tmp_path):
