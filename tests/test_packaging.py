@@ -85,6 +85,13 @@ def venv(dist, tmp_path_factory) -> Path:
     (a path only: the editable install's finder there stays inactive), so the
     test needs no index."""
     home = tmp_path_factory.mktemp("venv")
+    _fresh_venv(home, _wheel(dist))
+    return home
+
+
+def _fresh_venv(home: Path, package: Path, *pip_options: str) -> None:
+    """A virtual environment at ``home`` with ``package`` (a wheel or an sdist)
+    installed by pip, its dependencies this interpreter's."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home)], check=True,
                    timeout=120)
     python = home / "bin" / "python"
@@ -92,10 +99,9 @@ def venv(dist, tmp_path_factory) -> Path:
                               capture_output=True, text=True, check=True).stdout.split()
     (Path(inner) / "dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     run = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install",
-                          "--quiet", "--no-deps", "--no-index", str(_wheel(dist))],
+                          "--quiet", "--no-deps", "--no-index", *pip_options, str(package)],
                          capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stdout + run.stderr
-    return home
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 
 
 def test_the_sdist_installs_with_pip_and_runs(dist, tmp_path):
@@ -103,16 +109,8 @@ def test_the_sdist_installs_with_pip_and_runs(dist, tmp_path):
     without a wheel for the platform): the CLI and the fixture's module run."""
     (sdist,) = dist.glob("kcoord-*.tar.gz")
     home = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home)], check=True,
-                   timeout=120)
+    _fresh_venv(home, sdist, "--no-build-isolation")
     python = home / "bin" / "python"
-    (inner,) = subprocess.run([python, "-c", "import site; print(site.getsitepackages()[0])"],
-                              capture_output=True, text=True, check=True).stdout.split()
-    (Path(inner) / "dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    run = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install",
-                          "--quiet", "--no-deps", "--no-index", "--no-build-isolation",
-                          str(sdist)], capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     version = _in(home, tmp_path, home / "bin" / "kcoord", "--version")
     assert version.returncode == 0 and PYPROJECT["project"]["version"] in version.stdout
     probe = ("import kcoord.broker.testing, kcoord.pipeline, pathlib; "
