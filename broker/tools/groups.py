@@ -9,6 +9,10 @@ member, then topic and partition).
     kcoord groups --bootstrap-server ... --describe (--group G ... | --all-groups)
         [--offsets | --members [--verbose] | --state]
     kcoord groups --bootstrap-server ... --delete (--group G ... | --all-groups)
+    kcoord groups --validate-regex REGEX
+
+Options that do not go together are refused as Kafka's tool refuses them (its
+``checkArgs``): the same words on stderr, exit status 1, nothing asked of a broker.
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ FIELDS = {
     "reset": ("group", "topic", "partition", "new_offset"),
 }
 ACTIONS = ("list", "describe", "delete", "reset-offsets", "delete-offsets")
+# The reset scenarios, in the order Kafka's checkArgs checks each against the others.
+SCENARIOS = ("to-offset", "to-datetime", "by-duration", "to-earliest", "to-latest",
+             "to-current", "shift-by", "from-file")
 _STATES = {"preparingrebalance": "PreparingRebalance", "completingrebalance":
            "CompletingRebalance", "stable": "Stable", "dead": "Dead", "empty": "Empty",
            "assigning": "Assigning", "reconciling": "Reconciling"}
@@ -67,8 +74,8 @@ def add_parser(sub) -> None:
                "  kcoord groups --bootstrap-server 127.0.0.1:9092 --describe --all-groups "
                "--members --verbose\n",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                        help="the broker to connect to")
+    parser.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                        help="the broker to connect to (required but with --validate-regex)")
     parser.add_argument("--command-config", metavar="FILE",
                         help="a Java client's properties: security.protocol, ssl.truststore.*, "
                              "ssl.keystore.*, sasl.mechanism and sasl.jaas.config (PEM stores; "
@@ -84,27 +91,30 @@ def add_parser(sub) -> None:
                                                    "--execute); the group must have no members",
                                   "delete-offsets": "delete a group's offsets of --topic"
                                   }[action])
+    parser.add_argument("--validate-regex", metavar="REGEX",
+                        help="say whether a regular expression is valid RE2 (the syntax of a "
+                             "consumer's subscription pattern); needs no broker")
     parser.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P]",
                         help="with --reset-offsets or --delete-offsets: a topic, or some of "
                              "its partitions (repeatable)")
     parser.add_argument("--all-topics", action="store_true",
                         help="with --reset-offsets: every partition the group has an offset of")
-    scenario = parser.add_mutually_exclusive_group()
-    scenario.add_argument("--to-earliest", action="store_true", help="to the log start")
-    scenario.add_argument("--to-latest", action="store_true", help="to the log end")
-    scenario.add_argument("--to-current", action="store_true",
-                          help="to the committed offset (the log end where none)")
-    scenario.add_argument("--to-offset", type=int, metavar="OFFSET", help="to this offset")
-    scenario.add_argument("--shift-by", type=int, metavar="N",
-                          help="by N from the committed offset (negative: back)")
-    scenario.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
-                          help="to the first offset at or after this time (a zone such as Z "
-                               "or +01:00 may follow; UTC otherwise, as in Kafka's tool)")
-    scenario.add_argument("--by-duration", metavar="PnDTnHnMnS",
-                          help="to the first offset at or after now less this ISO-8601 duration")
-    scenario.add_argument("--from-file", metavar="PATH",
-                          help="to the offsets in a CSV file, as --export writes it: "
-                               "topic,partition,offset (one group) or group,topic,partition,offset")
+    # The reset scenarios: one at most, checked as Kafka's tool checks it (check_args).
+    parser.add_argument("--to-earliest", action="store_true", help="to the log start")
+    parser.add_argument("--to-latest", action="store_true", help="to the log end")
+    parser.add_argument("--to-current", action="store_true",
+                        help="to the committed offset (the log end where none)")
+    parser.add_argument("--to-offset", type=int, metavar="OFFSET", help="to this offset")
+    parser.add_argument("--shift-by", type=int, metavar="N",
+                        help="by N from the committed offset (negative: back)")
+    parser.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
+                        help="to the first offset at or after this time (a zone such as Z "
+                             "or +01:00 may follow; UTC otherwise, as in Kafka's tool)")
+    parser.add_argument("--by-duration", metavar="PnDTnHnMnS",
+                        help="to the first offset at or after now less this ISO-8601 duration")
+    parser.add_argument("--from-file", metavar="PATH",
+                        help="to the offsets in a CSV file, as --export writes it: "
+                             "topic,partition,offset (one group) or group,topic,partition,offset")
     parser.add_argument("--dry-run", action="store_true",
                         help="with --reset-offsets: only show the new offsets (the default)")
     parser.add_argument("--execute", action="store_true",
@@ -117,7 +127,9 @@ def add_parser(sub) -> None:
                         help="with --describe: committed offsets, log end offsets and lag")
     parser.add_argument("--members", action="store_true", help="with --describe: the members")
     parser.add_argument("--verbose", action="store_true",
-                        help="with --describe --members: each member's partitions")
+                        help="with --describe: each offset's leader epoch; with --members, "
+                             "each member's epochs and partitions; with --state, the group's "
+                             "epochs")
     parser.add_argument("--state", nargs="?", const="", default=None, metavar="STATES",
                         help="with --list: show states, only these if given (comma-separated); "
                              "with --describe: the group's state")
@@ -128,8 +140,8 @@ def add_parser(sub) -> None:
                         help="with --list, --describe or --reset-offsets: Kafka's table "
                              "(default), or one JSON array or CSV of the rows, for scripts; "
                              "notes and errors then go to stderr")
-    parser.add_argument("--timeout", type=int, default=5000, metavar="MS",
-                        help="how long to wait for an answer (default 5000)")
+    parser.add_argument("--timeout", type=int, default=30000, metavar="MS",
+                        help="how long to wait for an answer (default 30000, as Kafka's)")
 
 
 def _misuse(parser: argparse.ArgumentParser, message: str) -> None:
@@ -140,15 +152,21 @@ def _misuse(parser: argparse.ArgumentParser, message: str) -> None:
 
 
 def run(args, out=sys.stdout, err=sys.stderr) -> int:
-    actions = [a for a in ACTIONS if getattr(args, a.replace("-", "_"))]
-    if len(actions) != 1:
+    try:
+        check_args(args, err)
+    except Usage as exc:
+        print(exc, file=err)
+        return 1
+    chosen = [a for a in ACTIONS if getattr(args, a.replace("-", "_"))]
+    if args.validate_regex is not None:
+        chosen.append("validate-regex")
+    if len(chosen) != 1:
         print("Command must include exactly one action: --list, --describe, --delete, "
-              "--reset-offsets, --delete-offsets", file=err)
+              "--reset-offsets, --delete-offsets, --validate-regex", file=err)
         return 1
-    if actions[0] != "list" and not args.group and not args.all_groups:
-        print(f"Option [{actions[0]}] takes one of these options: [all-groups], [group]",
-              file=err)
-        return 1
+    if chosen == ["validate-regex"]:
+        return validate_regex(args.validate_regex, out)
+    actions = chosen
     output = getattr(args, "output", "table")
     kind = _kind(actions[0], args)
     if output != "table" and kind is None:
@@ -180,6 +198,84 @@ def run(args, out=sys.stdout, err=sys.stderr) -> int:
             tool.flush()  # with --output json/csv, the rows (or none) whatever happened
 
 
+def _given(args, name: str) -> bool:
+    """Whether the command line holds option ``--name``."""
+    value = getattr(args, name.replace("-", "_"), None)
+    return value is not None and value is not False and value != []
+
+
+def check_args(args, err) -> None:
+    """Kafka's ConsumerGroupCommandOptions: the options each one goes with, checked
+    in the order Kafka checks them (Usage says what is wrong, in its words).
+    Where Kafka names the options of a hash set (in an order that changes from
+    run to run), the order here is fixed.  Without --execute or --dry-run,
+    --reset-offsets warns on ``err`` as Kafka's does, before its other checks."""
+    # Kafka's parser (joptsimple's availableIf) first: these only with these actions.
+    needs = {"members": ("describe",), "offsets": ("describe",), "verbose": ("describe",),
+             "state": ("describe", "list"), "type": ("list",)}
+    unavailable = sorted(o for o, actions in needs.items()
+                         if _given(args, o) and not any(_given(args, a) for a in actions))
+    if unavailable:
+        raise Usage('Exception in thread "main" joptsimple.UnavailableOptionException: '
+                    f"Option(s) [{', '.join(unavailable)}] are unavailable given other "
+                    "options on the command line")
+    if args.bootstrap_server is None and args.validate_regex is None:
+        raise Usage('Missing required argument "[bootstrap-server]"')
+    groups = _given(args, "group") or _given(args, "all-groups")
+    if args.describe:
+        if not groups:
+            raise Usage("Option [describe] takes one of these options: [all-groups], [group]")
+        if sum(_given(args, o) for o in ("members", "offsets", "state")) > 1:
+            raise Usage("Option [describe] takes at most one of these options: [members], "
+                        "[offsets], [state]")
+        if args.state:  # a value given (--state alone is "")
+            raise Usage("Option [describe] does not take a value for [state]")
+    if args.delete:
+        if not groups:
+            raise Usage("Option [delete] takes one of these options: [all-groups], [group]")
+        if args.topic:
+            raise Usage("The consumer does not support topic-specific offset deletion from a "
+                        "consumer group.")
+    if args.delete_offsets and not (args.group and args.topic):
+        raise Usage("Option [delete-offsets] takes the following options: [group], [topic]")
+    if args.reset_offsets:
+        if args.dry_run and args.execute:
+            raise Usage("Option [reset-offsets] only accepts one of [execute] and [dry-run]")
+        if not args.dry_run and not args.execute:
+            print("WARN: No action will be performed as the --execute option is missing. In "
+                  "version 5.0, this command will require either --dry-run or --execute to "
+                  "be specified. You should add the --dry-run option explicitly if you are "
+                  "scripting this command and want to keep the current default behavior "
+                  "without prompting.", file=err)
+        if not groups:
+            raise Usage("Option [reset-offsets] takes one of these options: [all-groups], "
+                        "[group]")
+        for used in SCENARIOS:
+            other = next((o for o in SCENARIOS if o != used and _given(args, o)), None)
+            if _given(args, used) and other:
+                raise Usage(f'Option "[{used}]" can\'t be used with option "[{other}]"')
+    invalid = [("group", "all-groups"), ("group", "list"), ("topic", "list"),
+               ("topic", "describe")]
+    for used, other in invalid:
+        if _given(args, used) and _given(args, other):
+            raise Usage(f'Option "[{used}]" can\'t be used with option "[{other}]"')
+
+
+def validate_regex(regex: str, out) -> int:
+    """--validate-regex: whether RE2 (RE2/J's syntax, which Kafka checks a
+    subscription's pattern with) takes ``regex``; RE2/J's words where not."""
+    from kcoord.broker.groups.subscriptions import InvalidRegex, check_regex
+    try:
+        check_regex(regex)
+    except InvalidRegex as exc:
+        why = str(exc)[len(f"SubscribedTopicRegex `{regex}` is not a valid regular "
+                           "expression: "):].removesuffix(".")
+        print(f"The regular expression `{regex}` is invalid: {why}.", file=out)
+        return 0
+    print(f"The regular expression `{regex}` is valid.", file=out)
+    return 0
+
+
 def _kind(action: str, args) -> str | None:
     """The kind of rows an action gives --output json/csv (FIELDS), or None."""
     if action == "list":
@@ -202,12 +298,14 @@ def _act(tool: "_Groups", action: str, args, err) -> int:
     if action == "reset-offsets":
         return _reset(tool, groups, args, err)
     if action == "delete-offsets":
+        if len(args.group) > 1:  # Kafka's tool takes one (joptsimple's valueOf)
+            raise Failed("Found multiple arguments for option group, but you asked for only one")
         return tool.delete_offsets(args.group[0], args.topic)
     if args.members:
         return tool.describe_members(groups, args.verbose)
     if args.state is not None and not args.offsets:
-        return tool.describe_state(groups)
-    return tool.describe_offsets(groups)
+        return tool.describe_state(groups, args.verbose)
+    return tool.describe_offsets(groups, args.verbose)
 
 
 @dataclass
@@ -221,6 +319,7 @@ class _Row:
     consumer_id: str = MISSING
     host: str = MISSING
     client_id: str = MISSING
+    epoch: str = MISSING  # the committed offset's leader epoch
 
 
 class _Groups:
@@ -396,17 +495,24 @@ class _Groups:
         return member["partitions"]
 
     def _committed(self, group: str) -> dict[tuple[str, int], int]:
+        return {tp: offset for tp, (offset, _epoch) in self._fetched(group).items()}
+
+    def _fetched(self, group: str) -> dict[tuple[str, int], tuple[int, int]]:
+        """Each committed offset of a group, with its leader epoch (-1: none)."""
         answer = self.client.call(9, 8, {"require_stable": False, "groups": [
             {"group_id": group, "member_id": None, "member_epoch": -1, "topics": None}]})
         fetched = answer["groups"][0]
-        return {(t["name"], p["partition_index"]): p["committed_offset"]
+        return {(t["name"], p["partition_index"]):
+                (p["committed_offset"], p["committed_leader_epoch"])
                 for t in fetched["topics"] for p in t["partitions"]
                 if p["error_code"] == ErrorCode.NONE}
 
     def _log_ends(self, partitions) -> dict[tuple[str, int], int]:
         return self._list_offsets(partitions, LATEST)
 
-    def describe_offsets(self, groups) -> int:
+    def describe_offsets(self, groups, verbose: bool = False) -> int:
+        """Kafka's offsets table; ``verbose``: with each committed offset's leader
+        epoch (LEADER-EPOCH) after the partition."""
         described = self._checked(groups)
         if described is None:
             return 1
@@ -425,21 +531,26 @@ class _Groups:
                 continue
             widths = [max([15] + [len(getattr(r, f)) for r in rows])
                       for f in ("group", "topic", "consumer_id", "host")]
-            line = (f"{{:<{widths[0]}}} {{:<{widths[1]}}} {{:<10}} {{:<15}} {{:<15}} {{:<15}} "
+            line = (f"{{:<{widths[0]}}} {{:<{widths[1]}}} {{:<10}} "
+                    + ("{:<15} " if verbose else "") + "{:<15} {:<15} {:<15} "
                     f"{{:<{widths[2]}}} {{:<{widths[3]}}} {{}}")
+            epoch = ["LEADER-EPOCH"] if verbose else []
             self._print()
-            self._print(line.format("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET",
+            self._print(line.format("GROUP", "TOPIC", "PARTITION", *epoch, "CURRENT-OFFSET",
                                     "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
                                     "CLIENT-ID"), end="")
             for r in rows:
+                epoch = [r.epoch] if verbose else []
                 self._print()
-                self._print(line.format(r.group, r.topic, r.partition, r.offset, r.log_end,
-                                        r.lag, r.consumer_id, r.host, r.client_id), end="")
+                self._print(line.format(r.group, r.topic, r.partition, *epoch, r.offset,
+                                        r.log_end, r.lag, r.consumer_id, r.host, r.client_id),
+                            end="")
             self._print()
         return 0
 
     def _offset_rows(self, group: str, found: dict) -> list[_Row]:
-        committed = self._committed(group)
+        fetched = self._fetched(group)
+        committed = {tp: offset for tp, (offset, _epoch) in fetched.items()}
         members = [(m, self._partitions(m)) for m in found["members"]]
         members = sorted((m for m in members if m[1]), key=lambda m: -len(m[1]))
         assigned = {tp for _m, owned in members for tp in owned}
@@ -451,8 +562,9 @@ class _Groups:
             end = ends.get(tp)
             lag = end - offset if offset is not None and offset != -1 and end is not None \
                 else None
+            epoch = fetched.get(tp, (None, -1))[1]
             return _Row(group, tp[0], str(tp[1]), _shown(offset), _shown(end), _shown(lag),
-                        consumer_id, host, client_id)
+                        consumer_id, host, client_id, _shown(None if epoch < 0 else epoch))
 
         rows = [row(tp, m["member_id"], m["client_host"], m["client_id"])
                 for m, owned in members for tp in owned]
@@ -512,7 +624,9 @@ class _Groups:
                 self._print(text)
         return 0
 
-    def describe_state(self, groups) -> int:
+    def describe_state(self, groups, verbose: bool = False) -> int:
+        """Kafka's state table; ``verbose``: with the group's epoch and its target
+        assignment's (``-`` for a classic group)."""
         described = self._checked(groups)
         if described is None:
             return 1
@@ -529,13 +643,18 @@ class _Groups:
                           assignment_strategy=found["protocol_data"] or None,
                           state=found["group_state"], members=len(found["members"]))
                 continue
-            line = f"{{:<{max(15, len(group))}}} {{:<{max(25, len(where))}}} {{:<20}} {{:<20}} {{}}"
+            line = f"{{:<{max(15, len(group))}}} {{:<{max(25, len(where))}}} {{:<20}} " \
+                "{:<20} " + ("{:<15} {:<25} " if verbose else "") + "{}"
+            epochs = ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"] if verbose else []
             self._print()
             self._print(line.format("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE",
-                                    "#MEMBERS"), end="")
+                                    *epochs, "#MEMBERS"), end="")
+            epochs = [found.get("group_epoch", MISSING), found.get("target_epoch", MISSING)] \
+                if verbose else []
             self._print()
             self._print(line.format(group, where, found["protocol_data"] or MISSING,
-                                    found["group_state"], len(found["members"])), end="")
+                                    found["group_state"], *epochs, len(found["members"])),
+                        end="")
             self._print()
         return 0
 
@@ -777,7 +896,8 @@ def _from_consumer_describe(g: dict) -> dict:
                for m in g["members"]]
     return {"error_code": g["error_code"], "group_id": g["group_id"],
             "group_state": g["group_state"], "protocol_type": "consumer",
-            "protocol_data": g["assignor_name"], "members": members}
+            "protocol_data": g["assignor_name"], "members": members,
+            "group_epoch": str(g["group_epoch"]), "target_epoch": str(g["assignment_epoch"])}
 
 
 def _shown(value) -> str:
@@ -844,19 +964,12 @@ def _reset(tool: "_Groups", groups, args, err) -> int:
                  args.shift_by is not None, args.to_datetime is not None,
                  args.by_duration is not None, args.from_file is not None]
     if not any(scenarios):
-        print("Option '[reset-offsets]' requires one of the following scenarios: "
-              "[to-offset], [to-datetime], [by-duration], [to-earliest], [to-latest], "
-              "[shift-by], [from-file], [to-current]", file=err)
+        print("Option '[reset-offsets]' requires one of the following scenarios: ["
+              + ", ".join(f"[{o}]" for o in SCENARIOS) + "]", file=err)
         return 1
     if args.from_file is None and not args.all_topics and not args.topic:
         print("One of the reset scopes should be defined: --all-topics, --topic.", file=err)
         return 1
-    if not args.dry_run and not args.execute:
-        print("WARN: No action will be performed as the --execute option is missing. In "
-              "version 5.0, this command will require either --dry-run or --execute to be "
-              "specified. You should add the --dry-run option explicitly if you are scripting "
-              "this command and want to keep the current default behavior without prompting.",
-              file=err)
     described = tool._describe(groups)
     result: dict[str, dict[tuple[str, int], int]] = {}
     plan = None
