@@ -52,7 +52,7 @@ def _topics_of(entry: dict) -> set[str]:
 
 
 def _hide_undescribable_topics(ctx, described: list[dict]) -> list[dict]:
-    topics = set().union(*map(_topics_of, described)) if described else set()
+    topics = set().union(*map(_topics_of, described))
     refused = topics - allowed_names(ctx, DESCRIBE, TOPIC, topics)
     if not refused:
         return described

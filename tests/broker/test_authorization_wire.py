@@ -201,6 +201,31 @@ def test_a_regex_subscription_gets_only_the_topics_the_consumer_may_describe(sec
         consumer.close()
 
 
+def test_a_group_holding_a_topic_the_client_may_not_describe_is_refused_whole(secured):
+    """ConsumerGroupDescribe as Kafka 4.4 answers it: alice may describe the group
+    (READ on regex-*), not secret, which the admin's member holds."""
+    with _login(secured, "admin") as admin:
+        joined = admin.call(68, 1, {
+            "group_id": "regex-mixed", "member_id": "m-admin", "member_epoch": 0,
+            "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 60000,
+            "subscribed_topic_names": ["orders", "secret"], "subscribed_topic_regex": None,
+            "server_assignor": None, "topic_partitions": []})
+        assert joined["error_code"] == 0 and len(joined["assignment"]["topic_partitions"]) == 2
+    ask = {"group_ids": ["regex-mixed", "regex-none"], "include_authorized_operations": True}
+    with _login(secured, "alice") as alice:
+        refused, missing = alice.call(69, 1, ask)["groups"]
+    assert (refused["error_code"], refused["error_message"]) == (
+        TOPIC_AUTH, "The group has described topic(s) that the client is not authorized "
+                    "to describe.")
+    assert (refused["members"], refused["group_state"], refused["group_epoch"],
+            refused["assignment_epoch"], refused["assignor_name"],
+            refused["authorized_operations"]) == ([], "", 0, 0, "", -(1 << 31))
+    assert missing["error_code"] == 69  # GROUP_ID_NOT_FOUND: nothing to hide
+    with _login(secured, "admin") as admin:
+        whole = admin.call(69, 1, ask)["groups"][0]
+    assert whole["error_code"] == 0 and whole["members"][0]["member_id"] == "m-admin"
+
+
 def test_acl_and_credential_apis_need_the_cluster(secured):
     with _login(secured, "alice") as alice:
         created = alice.call(30, 3, {"creations": [_acl(TOPIC, "secret", READ)]})
