@@ -29,6 +29,8 @@ from kcoord.protocol.group_records import consumer_assignment
 from kcoord.protocol.records import Record, build_batch
 
 DEFAULT_TIMEOUT_S = 10.0
+# What a partition's leader answers a write while it is not ready for it yet.
+_NOT_LEADER_YET = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE)
 # What a group's coordinator answers while it is not ready yet: asked again.
 _NOT_YET = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
             ErrorCode.NOT_COORDINATOR)
@@ -143,11 +145,20 @@ class Kcoord:
                    for i, v in enumerate(values)]
         if not records:
             return []
-        answer = self.call(0, 9, {"transactional_id": None, "acks": -1,
-                                  "timeout_ms": int(self.timeout * 1000),
-                                  "topic_data": [{"name": topic, "partition_data": [
-                                      {"index": partition, "records": build_batch(records)}]}]})
-        result = answer["responses"][0]["partition_responses"][0]
+        batch = build_batch(records)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            answer = self.call(0, 9, {"transactional_id": None, "acks": -1,
+                                      "timeout_ms": int(self.timeout * 1000),
+                                      "topic_data": [{"name": topic, "partition_data": [
+                                          {"index": partition, "records": batch}]}]})
+            result = answer["responses"][0]["partition_responses"][0]
+            # Apache Kafka may refuse a topic's first writes while its partition is
+            # still being set up (its leadership applied a moment after Metadata
+            # shows it): nothing was written, so the batch is sent again
+            if result["error_code"] not in _NOT_LEADER_YET or time.monotonic() >= deadline:
+                break
+            time.sleep(_POLL_S)
         _check(f"Produce to {topic}-{partition}", result["error_code"])
         first = result["base_offset"]
         return list(range(first, first + len(records)))
