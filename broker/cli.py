@@ -22,13 +22,16 @@ from kcoord.broker.config import BrokerConfig, parse_listener, properties_from_e
 log = structlog.get_logger("kcoord.cli")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(serve_only: bool = False) -> argparse.ArgumentParser:
+    """The command line; ``serve_only`` leaves the other commands out (their parsers
+    import the tools, which a broker's start does not need: it is only used when
+    the arguments begin with ``serve``, so no message can name them)."""
     parser = argparse.ArgumentParser(
         prog="kcoord", description="A Kafka-compatible broker.",
         epilog="Start a broker: kcoord serve (then point a client at 127.0.0.1:9092).\n"
                "More: kcoord serve --help, kcoord pipeline --help.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"kcoord {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser(
         "serve", help="run the broker", description=_SERVE_DESCRIPTION,
@@ -61,6 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", type=str.lower, default="info",
                        choices=("debug", "info", "warning", "error"),
                        help="info (default); debug also traces every connection and request")
+    if serve_only:
+        return parser
     from kcoord.pipeline.cli import add_parser as add_pipeline_parser  # argparse only: no Spark import
     from kcoord.broker.tools import groups, topics
 
@@ -227,6 +232,18 @@ def parse_add_scram(text: str) -> tuple[str, str, str, int]:
     return fields["name"], mechanism, fields["password"], iterations
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, looked up only when asked."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help="show program's version number and exit"):
+        super().__init__(option_strings, dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"kcoord {_version()}")
+        parser.exit()
+
+
 def _version() -> str:
     try:
         from importlib.metadata import version
@@ -281,7 +298,9 @@ def _run(coro) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = _parser(serve_only=argv[:1] == ["serve"])
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         # The subcommand's own usage, not the top level's: what was mistyped is there.

@@ -242,8 +242,8 @@ class Api:
         self.valid = VersionRange(versions)
         self.flexible = VersionRange(flexible)
         # Asked for every request and response: a set lookup, not a range test.
-        self._flexible_versions = frozenset(v for v in range(_CACHED_VERSIONS)
-                                            if v in self.flexible)
+        self._flexible_versions = frozenset(range(
+            self.flexible.low, min(self.flexible.high, _CACHED_VERSIONS - 1) + 1))
         self.request = request
         self.response = response
         # A hot API is served by the codec generated from this same table
