@@ -62,7 +62,7 @@ async def test_an_async_start_leaves_the_caller_s_loop_running():
 
     ticker = asyncio.ensure_future(tick())
     try:
-        async with EmbeddedBroker(process=True) as broker:  # a child takes ~0.3 s to start
+        async with EmbeddedBroker(process=True) as broker:  # a first child starts the launcher
             started_with = ticks
             assert broker.running
         assert started_with > 5
