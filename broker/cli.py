@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import os
 import signal
 import sys
@@ -252,6 +253,37 @@ def _version() -> str:
         return "unknown"
 
 
+class _ReaderMayLeave(io.TextIOBase):
+    """A tool's stdout: once its reader has gone (``kcoord topics --list | head``)
+    the rest is dropped and the command goes on to its end, as Java's
+    ``System.out`` drops it under Kafka's tools; no BrokenPipeError escapes."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                self._stream.write(text)
+            except BrokenPipeError:
+                self._leave()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._leave()
+
+    def _leave(self) -> None:
+        self.gone = True
+        devnull = os.open(os.devnull, os.O_WRONLY)  # what is still buffered goes there
+        os.dup2(devnull, self._stream.fileno())
+        os.close(devnull)
+
+
 def _bracket(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
@@ -301,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     parser = _parser(serve_only=argv[:1] == ["serve"])
+    if argv[:1] and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
+        parser.error(f"unrecognized arguments: {argv[0]}")  # before "command is required"
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         # The subcommand's own usage, not the top level's: what was mistyped is there.
@@ -313,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("groups", "topics"):
         from kcoord.broker.tools import groups, topics
 
-        return (groups if args.command == "groups" else topics).run(args)
+        sys.stdout = out = _ReaderMayLeave(sys.stdout)
+        return (groups if args.command == "groups" else topics).run(args, out=out)
     logs.configure(args.log_format, args.log_level)
     if args.command == "serve":
         try:

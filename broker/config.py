@@ -504,7 +504,7 @@ class ListenerSpec:
     host: str
     port: int
 
-_LISTENER = re.compile(r"^(?:(?P<name>[A-Za-z0-9_]+)://)?(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
+_LISTENER = re.compile(r"^(?:(?P<name>[A-Za-z0-9_]+)://)?(?P<host>\[[^\]]*\]|[^:]*):(?P<port>-?\d+)$")
 
 
 def _shown(value: Any) -> str:
@@ -542,7 +542,7 @@ def parse_listener(spec: str) -> tuple[str, str, int]:
     """``PLAINTEXT://host:port`` -> (listener name, host, port)."""
     m = _LISTENER.match(spec.strip())
     if not m:
-        raise ValueError(f"invalid listener {spec!r}")
+        raise ValueError(f"invalid listener {spec!r}: expected [NAME://]host:port")
     host = m.group("host").strip("[]")
     port = int(m.group("port"))
     if not 0 <= port <= 65535:

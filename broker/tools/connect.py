@@ -10,7 +10,9 @@ from __future__ import annotations
 import base64
 import hmac
 import secrets
+import socket
 import ssl
+import time
 
 from kcoord.broker.config import read_properties
 from kcoord.broker.security import jaas
@@ -81,21 +83,54 @@ def _login(client: WireClient, mechanism: str, user: str, password: str) -> None
         raise ConnectError("the broker's SCRAM signature is wrong: it does not know the password")
 
 
+def _first_answering(addresses, timeout_s: float, client_id: str, props: dict[str, str],
+                     tls: bool) -> WireClient:
+    """A connection to the first of ``addresses`` that takes one, tried again
+    and again with a growing pause until ``timeout_s`` has passed, as Kafka's
+    admin client waits for a broker that is not up yet (TimeoutError then).  A
+    host that no address resolves to is an error at once (ValueError)."""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.05
+    while True:
+        resolved = False
+        for host, port in addresses:
+            left = deadline - time.monotonic()
+            try:
+                context = _ssl_context(props, host) if tls else None
+                return WireClient(host, port, timeout=max(left, 0.001), client_id=client_id,
+                                  ssl_context=context)
+            except socket.gaierror:
+                continue
+            except (ConnectionError, socket.timeout) as exc:
+                resolved, last = True, exc
+        if not resolved:
+            raise ValueError("No resolvable bootstrap urls given in bootstrap.servers")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"Timed out waiting for a node assignment ({last})")
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 1.0)
+
+
 def connect(bootstrap: str, timeout_s: float, client_id: str,
             command_config: str | None = None) -> WireClient:
     """A connection to ``bootstrap``, secured and logged in as the properties say;
     OSError or ValueError when it cannot be made, ConnectError when the
     properties or the login fail."""
-    host, _, port = bootstrap.rpartition(":")
-    host = host.strip("[]")
+    addresses = []
+    for address in (a.strip() for a in bootstrap.split(",")):
+        if address:
+            host, _, port = address.rpartition(":")
+            addresses.append((host.strip("[]"), int(port)))
+    if not addresses:
+        raise ValueError("No resolvable bootstrap urls given in bootstrap.servers")
     props = read_properties(command_config) if command_config else {}
     protocol = props.get("security.protocol", "PLAINTEXT").upper()
     if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
         raise ConnectError(f"security.protocol {protocol} is not one of PLAINTEXT, SSL, "
                            "SASL_PLAINTEXT, SASL_SSL")
-    context = _ssl_context(props, host) if protocol in ("SSL", "SASL_SSL") else None
-    client = WireClient(host, int(port), timeout=timeout_s, client_id=client_id,
-                        ssl_context=context)
+    client = _first_answering(addresses, timeout_s, client_id, props,
+                              protocol in ("SSL", "SASL_SSL"))
     if protocol.startswith("SASL_"):
         try:
             options: dict[str, str] = {}

@@ -21,6 +21,7 @@ import argparse
 import csv
 import functools
 import json
+import re
 import sys
 from dataclasses import dataclass
 
@@ -41,6 +42,13 @@ FIELDS = {
     "state": ("group", "coordinator", "coordinator_id", "assignment_strategy", "state",
               "members"),
     "reset": ("group", "topic", "partition", "new_offset"),
+}
+# What --verbose adds to them, as it adds columns to Kafka's tables (null where a
+# classic group has none).
+VERBOSE_FIELDS = {
+    "offsets": ("leader_epoch",),
+    "members": ("current_epoch", "target_epoch", "target_assignment"),
+    "state": ("group_epoch", "target_assignment_epoch"),
 }
 ACTIONS = ("list", "describe", "delete", "reset-offsets", "delete-offsets")
 # The reset scenarios, in the order Kafka's checkArgs checks each against the others.
@@ -73,14 +81,16 @@ def add_parser(sub) -> None:
                "  kcoord groups --bootstrap-server 127.0.0.1:9092 --describe --group billing\n"
                "  kcoord groups --bootstrap-server 127.0.0.1:9092 --describe --all-groups "
                "--members --verbose\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False,
+        allow_abbrev=False)  # Kafka's tool takes no abbreviated option
+    parser.add_argument("-h", "--help", action=KafkaHelp)
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT",
                         help="the broker to connect to (required but with --validate-regex)")
     parser.add_argument("--command-config", metavar="FILE",
                         help="a Java client's properties: security.protocol, ssl.truststore.*, "
                              "ssl.keystore.*, sasl.mechanism and sasl.jaas.config (PEM stores; "
                              "PLAIN or SCRAM), as Kafka's tools take them")
-    parser.error = functools.partial(_misuse, parser)
+    parser.error = functools.partial(parse_error, parser)
     for action in ACTIONS:
         parser.add_argument(f"--{action}", action="store_true",
                             help={"list": "list the consumer groups",
@@ -104,8 +114,9 @@ def add_parser(sub) -> None:
     parser.add_argument("--to-latest", action="store_true", help="to the log end")
     parser.add_argument("--to-current", action="store_true",
                         help="to the committed offset (the log end where none)")
-    parser.add_argument("--to-offset", type=int, metavar="OFFSET", help="to this offset")
-    parser.add_argument("--shift-by", type=int, metavar="N",
+    # Numbers are read when used, as Kafka's tool reads them (a bad one: its catch-all).
+    parser.add_argument("--to-offset", metavar="OFFSET", help="to this offset")
+    parser.add_argument("--shift-by", metavar="N",
                         help="by N from the committed offset (negative: back)")
     parser.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
                         help="to the first offset at or after this time (a zone such as Z "
@@ -140,15 +151,46 @@ def add_parser(sub) -> None:
                         help="with --list, --describe or --reset-offsets: Kafka's table "
                              "(default), or one JSON array or CSV of the rows, for scripts; "
                              "notes and errors then go to stderr")
-    parser.add_argument("--timeout", type=int, default=30000, metavar="MS",
+    parser.add_argument("--timeout", default=30000, metavar="MS",
                         help="how long to wait for an answer (default 30000, as Kafka's)")
 
 
+class KafkaHelp(argparse.Action):
+    """``--help`` as Kafka's tools answer it: the options on stderr, exit status 1."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help="show these options (on stderr, exit status 1, as Kafka's tools)"):
+        super().__init__(option_strings, dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.print_help(sys.stderr)
+        parser.exit(1)
+
+
+def parse_error(parser: argparse.ArgumentParser, message: str) -> None:
+    """argparse's complaint in the words of Kafka's tools (joptsimple's), reported
+    as misuse (message, usage, exit status 1). Words that are no
+    option are left alone, as Kafka's tool leaves them: then nothing is reported."""
+    if message.startswith("unrecognized arguments: "):
+        options = [w for w in message.split(": ", 1)[1].split(" ")
+                   if w.startswith("-") and w != "-"]
+        if not options:
+            return
+        message = f"{options[0].lstrip('-').split('=', 1)[0]} is not a recognized option"
+    else:
+        missing = re.fullmatch(r"argument --([\w-]+): expected one argument", message)
+        if missing:
+            message = f"Option {missing.group(1)} requires an argument"
+    _misuse(parser, message)
+
+
 def _misuse(parser: argparse.ArgumentParser, message: str) -> None:
-    """Options that do not go together, or a missing one: exit status 1, as
-    Kafka's tools give it (argparse's own is 2)."""
+    """Options that do not go together, or a missing one: the message first, then
+    the usage, and exit status 1, as Kafka's tools give them (argparse's own puts
+    the usage first and exits with 2)."""
+    print(message, file=sys.stderr)
     parser.print_usage(sys.stderr)
-    parser.exit(1, f"{parser.prog}: error: {message}\n")
+    parser.exit(1)
 
 
 def run(args, out=sys.stdout, err=sys.stderr) -> int:
@@ -177,15 +219,25 @@ def run(args, out=sys.stdout, err=sys.stderr) -> int:
               "CSV that --from-file reads", file=err)
         return 1
     try:
-        client = connect(args.bootstrap_server, args.timeout / 1000, "kcoord-groups",
-                         args.command_config)
-    except (OSError, ValueError, ConnectError) as exc:
+        if actions[0] == "list":
+            list_filters(args.state, args.type)
+    except Usage as exc:
+        print(exc, file=err)
+        return 1
+    try:
+        # The numbers are read before any broker is asked, as by Kafka's tool.
+        for option in ("to-offset", "shift-by"):
+            if _given(args, option):
+                _long(getattr(args, option.replace("-", "_")), option)
+        client = connect(args.bootstrap_server, _long(args.timeout, "timeout") / 1000,
+                         "kcoord-groups", args.command_config)
+    except (OSError, ValueError, ConnectError) as exc:  # Kafka's catch-all: exit status 0
         print(f"\nError: Executing consumer group command failed due to {exc}",
               file=out if output == "table" else err)
-        _Groups(None, out, err, output, kind).flush()
-        return 1
+        _Groups(None, out, err, output, kind, args.verbose).flush()
+        return 0
     with client:
-        tool = _Groups(client, out, err, output, kind)
+        tool = _Groups(client, out, err, output, kind, args.verbose)
         try:
             return _act(tool, actions[0], args, err)
         except Usage as exc:  # Kafka's printUsageAndExit
@@ -196,6 +248,30 @@ def run(args, out=sys.stdout, err=sys.stderr) -> int:
             return 0
         finally:
             tool.flush()  # with --output json/csv, the rows (or none) whatever happened
+
+
+def list_filters(state_filter: str | None, type_filter: str | None
+                 ) -> tuple[list[str], list[str]]:
+    """The states and types ``--list`` keeps, checked as Kafka's tool checks them
+    before it asks a broker (types first): Usage for one it does not know."""
+    types = [t.strip() for t in (type_filter or "").split(",") if t.strip()]
+    if any(t.lower() not in _TYPES for t in types):
+        raise Usage(f"Invalid types list '{type_filter}'. Valid types are: "
+                    f"{', '.join(_TYPES.values())}")
+    states = [s.strip() for s in (state_filter or "").split(",") if s.strip()]
+    if any(s.lower() not in _STATES for s in states):
+        raise Usage(f"Invalid state list '{state_filter}'. Valid states are: "
+                    f"{', '.join(_STATES.values())}")
+    return states, types
+
+
+def _long(value, option: str) -> int:
+    """A number option's value as joptsimple reads a Java long; Failed (Kafka's
+    catch-all) with its words otherwise."""
+    text = str(value)
+    if re.fullmatch(r"[+-]?[0-9]+", text) and -2**63 <= int(text) < 2**63:
+        return int(text)
+    raise Failed(f"Cannot parse argument '{text}' of option {option}")
 
 
 def _given(args, name: str) -> bool:
@@ -237,7 +313,7 @@ def check_args(args, err) -> None:
             raise Usage("The consumer does not support topic-specific offset deletion from a "
                         "consumer group.")
     if args.delete_offsets and not (args.group and args.topic):
-        raise Usage("Option [delete-offsets] takes the following options: [group], [topic]")
+        raise Usage("Option [delete-offsets] takes the following options: [topic], [group]")
     if args.reset_offsets:
         if args.dry_run and args.execute:
             raise Usage("Option [reset-offsets] only accepts one of [execute] and [dry-run]")
@@ -324,12 +400,13 @@ class _Row:
 
 class _Groups:
     def __init__(self, client: WireClient | None, out, err, output: str = "table",
-                 kind: str | None = None):
+                 kind: str | None = None, verbose: bool = False):
         self.client = client
         self.out = out
         self.err = err
         self.output = output
         self.kind = kind  # the kind of rows --output json/csv gives (FIELDS)
+        self.verbose = verbose
         self.rows: list[dict] = []
 
     @property
@@ -343,7 +420,10 @@ class _Groups:
 
     def emit(self, kind: str, **row) -> None:
         """One row of --output json/csv."""
-        self.rows.append({name: row.get(name) for name in FIELDS[kind]})
+        self.rows.append({name: row.get(name) for name in self._fields(kind)})
+
+    def _fields(self, kind: str) -> tuple[str, ...]:
+        return FIELDS[kind] + (VERBOSE_FIELDS.get(kind, ()) if self.verbose else ())
 
     def flush(self) -> None:
         """The rows emitted, as one JSON array or CSV with a header line."""
@@ -354,7 +434,7 @@ class _Groups:
             self.out.write("\n")
             return
         writer = csv.writer(self.out, lineterminator="\n")
-        writer.writerow(FIELDS[self.kind])
+        writer.writerow(self._fields(self.kind))
         for row in self.rows:
             writer.writerow(["" if v is None or v == [] else _assignment_text(v)
                              if isinstance(v, list) else v for v in row.values()])
@@ -382,18 +462,7 @@ class _Groups:
                 else:
                     self._print(group["group_id"])
             return 0
-        wanted = [s.strip() for s in (state_filter or "").split(",") if s.strip()]
-        unknown = [s for s in wanted if s.lower() not in _STATES]
-        if unknown:
-            self._print(f"\nError: Executing consumer group command failed due to "
-                        f"Invalid state list '{state_filter}'. Valid states are: "
-                        f"{', '.join(_STATES.values())}")
-            return 1
-        types = [t.strip() for t in (type_filter or "").split(",") if t.strip()]
-        if any(t.lower() not in _TYPES for t in types):
-            self._print(f"Invalid types list '{type_filter}'. Valid types are: "
-                        f"{', '.join(_TYPES.values())}", to=self.err)
-            return 1
+        wanted, types = list_filters(state_filter, type_filter)
         groups = sorted(self._listed([_STATES[s.lower()] for s in wanted],
                                      [t.lower() for t in types]), key=lambda g: g["group_id"])
         width = max([15] + [len(g["group_id"]) for g in groups]) + 10
@@ -527,7 +596,8 @@ class _Groups:
                               partition=int(r.partition), current_offset=_number_or_none(r.offset),
                               log_end_offset=_number_or_none(r.log_end), lag=_number_or_none(r.lag),
                               consumer_id=_text_or_none(r.consumer_id),
-                              host=_text_or_none(r.host), client_id=_text_or_none(r.client_id))
+                              host=_text_or_none(r.host), client_id=_text_or_none(r.client_id),
+                              leader_epoch=_number_or_none(r.epoch))
                 continue
             widths = [max([15] + [len(getattr(r, f)) for r in rows])
                       for f in ("group", "topic", "consumer_id", "host")]
@@ -587,7 +657,11 @@ class _Groups:
                               group_instance_id=m["group_instance_id"] or None,
                               host=m["client_host"], client_id=m["client_id"],
                               partitions=len(self._partitions(m)),
-                              assignment=[list(tp) for tp in self._partitions(m)])
+                              assignment=[list(tp) for tp in self._partitions(m)],
+                              current_epoch=_number_or_none(m["epoch"]),
+                              target_epoch=_number_or_none(m["target_epoch"]),
+                              target_assignment=None if m["target_partitions"] is None
+                              else [list(tp) for tp in m["target_partitions"]])
                 continue
             instance = any(m["group_instance_id"] for m in members)
             w = {"group": max([15] + [len(group) for _ in members]),
@@ -641,7 +715,10 @@ class _Groups:
                 self.emit("state", group=group, coordinator=_text_or_none(address),
                           coordinator_id=int(node.rstrip(")")) if node else None,
                           assignment_strategy=found["protocol_data"] or None,
-                          state=found["group_state"], members=len(found["members"]))
+                          state=found["group_state"], members=len(found["members"]),
+                          group_epoch=_number_or_none(found.get("group_epoch", MISSING)),
+                          target_assignment_epoch=_number_or_none(
+                              found.get("target_epoch", MISSING)))
                 continue
             line = f"{{:<{max(15, len(group))}}} {{:<{max(25, len(where))}}} {{:<20}} " \
                 "{:<20} " + ("{:<15} {:<25} " if verbose else "") + "{}"
@@ -734,14 +811,16 @@ class _Groups:
                 [tp for tp in partitions if tp not in committed], LATEST, "ending offset"))
             return planned
         if args.to_offset is not None:
-            return self._within_log({tp: args.to_offset for tp in partitions})
+            offset = _long(args.to_offset, "to-offset")
+            return self._within_log({tp: offset for tp in partitions})
         if args.shift_by is not None:
+            shift = _long(args.shift_by, "shift-by")
             committed = self._committed(group)
             missing = [tp for tp in partitions if tp not in committed]
             if missing:
                 raise Usage(f"Cannot shift offset for partition {missing[0][0]}-"
                                  f"{missing[0][1]} since there is no current committed offset")
-            return self._within_log({tp: committed[tp] + args.shift_by for tp in partitions})
+            return self._within_log({tp: committed[tp] + shift for tp in partitions})
         import time
         timestamp = _parse_datetime(args.to_datetime) if args.to_datetime is not None else \
             int(time.time() * 1000) - _parse_duration_ms(args.by_duration)
@@ -877,7 +956,7 @@ def _from_describe_groups(g: dict) -> dict:
                             for t in consumer_assignment(raw)["assigned_partitions"]
                             for p in t["partitions"]) if raw else []
         members.append({**m, "partitions": partitions, "epoch": MISSING,
-                        "target_epoch": MISSING, "target": MISSING})
+                        "target_epoch": MISSING, "target": MISSING, "target_partitions": None})
     return {**g, "members": members}
 
 
@@ -892,7 +971,8 @@ def _from_consumer_describe(g: dict) -> dict:
                 "client_id": m["client_id"], "client_host": m["client_host"],
                 "partitions": partitions(m["assignment"]), "epoch": str(m["member_epoch"]),
                 "target_epoch": str(g["assignment_epoch"]),
-                "target": _assignment_text(partitions(m["target_assignment"]))}
+                "target": _assignment_text(partitions(m["target_assignment"])),
+                "target_partitions": partitions(m["target_assignment"])}
                for m in g["members"]]
     return {"error_code": g["error_code"], "group_id": g["group_id"],
             "group_state": g["group_state"], "protocol_type": "consumer",

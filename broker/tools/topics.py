@@ -39,7 +39,7 @@ import sys
 import uuid
 
 from kcoord.broker.tools.connect import ConnectError, connect
-from kcoord.broker.tools.groups import _misuse
+from kcoord.broker.tools.groups import KafkaHelp, parse_error
 from kcoord.protocol.errors import ErrorCode
 
 ACTIONS = ("create", "list", "alter", "describe", "delete")
@@ -94,9 +94,10 @@ def add_parser(sub) -> None:
                "  kcoord topics --bootstrap-server 127.0.0.1:9092 --describe --topic 'ord.*'\n"
                "  kcoord topics --bootstrap-server 127.0.0.1:9092 --describe "
                "--under-min-isr-partitions\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False,
         allow_abbrev=False)  # Kafka's tool takes no abbreviated option
-    parser.error = functools.partial(_parse_error, parser)
+    parser.add_argument("-h", "--help", action=KafkaHelp)
+    parser.error = functools.partial(parse_error, parser)
     # Options that take one value are collected, so that one given twice is
     # refused as Kafka's tool refuses it.
     one = {"action": "append"}
@@ -161,23 +162,6 @@ def _version() -> str:
         return version("kcoord")
     except Exception:
         return "unknown"
-
-
-def _parse_error(parser: argparse.ArgumentParser, message: str) -> None:
-    """argparse's complaint in the words of Kafka's tool, reported as ``kcoord
-    groups`` reports misuse (usage, message, exit status 1). Words that are no
-    option are left alone, as Kafka's tool leaves them: then nothing is reported."""
-    if message.startswith("unrecognized arguments: "):
-        options = [w for w in message.split(": ", 1)[1].split(" ")
-                   if w.startswith("-") and w != "-"]
-        if not options:
-            return
-        message = f"{options[0].lstrip('-').split('=', 1)[0]} is not a recognized option"
-    else:
-        missing = re.fullmatch(r"argument --([\w-]+): expected one argument", message)
-        if missing:
-            message = f"Option {missing.group(1)} requires an argument"
-    _misuse(parser, message)
 
 
 def run(args, out=sys.stdout, err=sys.stderr) -> int:

@@ -159,6 +159,8 @@ def test_bad_command_lines_exit_2_with_one_clear_line(tmp_path):
              "sasl.enabled.mechanisms=GSSAPI names no mechanism kcoord serves"),
         (("serve", "--log-level", "loud"), "invalid choice"),
         (("serve", "--port", "70000"), "port 70000 is outside 0-65535"),
+        (("serve", "--port", "-1"), "port -1 is outside 0-65535"),
+        (("serve", "--override", "listeners=PLAINTEXT://h:x"), "expected [NAME://]host:port"),
         (("serve", "--advertised-port", "65536"), "port 65536 is outside 0-65535"),
         (("serve", "--override", "listeners=PLAINTEXT://127.0.0.1:99999"),
          "port 99999 is outside 0-65535"),
@@ -178,6 +180,8 @@ def test_bad_command_lines_exit_2_with_one_clear_line(tmp_path):
         assert "log.dirs (the data dir, --data-dir) is empty" in result.stderr
         assert list(tmp_path.iterdir()) == []
     assert _run_cli("--version").stdout.startswith("kcoord ")
+    unknown = _run_cli("--foo")
+    assert unknown.returncode == 2 and "unrecognized arguments: --foo" in unknown.stderr
 
 
 def test_port_in_use_fails_without_touching_the_data_dir(tmp_path):

@@ -83,6 +83,52 @@ def test_members_and_state_as_json(live):
     assert listed == {"group": "billing", "type": "Classic", "state": "Stable"}
 
 
+def test_verbose_adds_the_epochs_of_kafka_s_verbose_columns(live):
+    """--verbose adds to the rows what it adds to the tables: each offset's leader
+    epoch; each member's epochs and target assignment, and the group's epochs, for
+    a group of the consumer protocol (null for a classic group, which has none)."""
+    node, orders, _member = live
+    rows = json.loads(_groups(node, "--describe", "--group", "billing", "--verbose",
+                              "--output", "json").stdout)
+    table = _table(_groups(node, "--describe", "--group", "billing", "--verbose").stdout)
+    assert sorted((r["partition"], r["leader_epoch"]) for r in rows) == \
+        sorted((int(t[2]), None if t[3] == "-" else int(t[3])) for t in table)
+    assert "leader_epoch" not in json.loads(_groups(
+        node, "--describe", "--group", "billing", "--output", "json").stdout)[0]
+    (classic,) = json.loads(_groups(node, "--describe", "--group", "billing", "--members",
+                                    "--verbose", "--output", "json").stdout)
+    assert (classic["current_epoch"], classic["target_epoch"],
+            classic["target_assignment"]) == (None, None, None)
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "kip848-out",
+                         "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([orders])
+        for _ in range(200):  # bounded: the member is assigned inside poll()
+            consumer.poll(0.05)
+            if len(consumer.assignment()) == 2:
+                break
+        consumer.commit(offsets=[TopicPartition(orders, 0, 3, leader_epoch=0)],
+                        asynchronous=False)
+        offsets = json.loads(_groups(node, "--describe", "--group", "kip848-out",
+                                     "--verbose", "--output", "json").stdout)
+        (member,) = json.loads(_groups(node, "--describe", "--group", "kip848-out",
+                                       "--members", "--verbose", "--output", "json").stdout)
+        (state,) = json.loads(_groups(node, "--describe", "--group", "kip848-out", "--state",
+                                      "--verbose", "--output", "json").stdout)
+        members_csv = list(csv.DictReader(io.StringIO(_groups(
+            node, "--describe", "--group", "kip848-out", "--members", "--verbose",
+            "--output", "csv").stdout)))
+    finally:
+        consumer.close()
+    assert {r["partition"]: (r["current_offset"], r["leader_epoch"]) for r in offsets} == \
+        {0: (3, 0), 1: (None, None)}
+    assert sorted(map(tuple, member["target_assignment"])) == [(orders, 0), (orders, 1)]
+    assert member["current_epoch"] == member["target_epoch"] == state["group_epoch"] \
+        == state["target_assignment_epoch"] and state["group_epoch"] > 0
+    assert members_csv[0]["target_assignment"] == f"{orders}:0,1"
+    assert members_csv[0]["current_epoch"] == str(member["current_epoch"])
+
+
 def test_a_reset_plan_as_json_and_notes_on_stderr(live, tmp_path):
     node, orders, _member = live
     with Kcoord(node.bootstrap) as k:
@@ -110,8 +156,10 @@ def test_stdout_holds_json_even_when_the_tool_fails(live, tmp_path):
     node, _orders, _member = live
     unreachable = subprocess.run([sys.executable, "-m", "kcoord.broker.cli", "groups",
                                   "--bootstrap-server", "127.0.0.1:1", "--list", "--output",
-                                  "json"], capture_output=True, text=True, cwd=REPO, timeout=60)
-    assert (unreachable.returncode, json.loads(unreachable.stdout)) == (1, [])
+                                  "json", "--timeout", "300"],
+                                 capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert (unreachable.returncode, json.loads(unreachable.stdout)) == (0, [])
+    assert "Timed out waiting for a node assignment" in unreachable.stderr
     assert "Connection refused" in unreachable.stderr
     no_plan = _groups(node, "--reset-offsets", "--group", "billing-idle", "--from-file",
                       str(tmp_path / "missing.csv"), "--dry-run", "--output", "csv")

@@ -57,4 +57,6 @@ def test_a_wrong_password_or_a_plain_config_is_refused_in_one_line(secured, tmp_
             "SASL mechanism SCRAM-SHA-512") in out + err
     code, out, err = _run(groups, "--bootstrap-server", secured.bootstrap("SASL_PLAINTEXT"),
                           "--command-config", str(wrong), "--list")
-    assert code == 1 and "Executing consumer group command failed due to" in out + err
+    # Kafka's consumer-groups tool reports every failure through its catch-all,
+    # with exit status 0; kafka-topics ends with 1.
+    assert code == 0 and "Executing consumer group command failed due to" in out + err

@@ -567,3 +567,26 @@ def test_validate_regex_as_kafka_s_tool(tools, regex):
     assert (ours.returncode, ours.stdout, ours.stderr) == \
         (theirs.returncode, theirs.stdout, "") == (0, theirs.stdout, ""), (theirs, ours)
     assert f"`{regex}` is" in ours.stdout
+
+
+def test_help_and_an_abbreviated_option_answer_as_kafka_s_tool(groups):
+    """--help prints the options on stderr with exit status 1, and an option cut
+    short is refused (exit status 1), as Kafka's tool does both."""
+    for args, shown in ((("--help",), "--reset-offsets"), (("--lis",), "lis")):
+        theirs, ours = _both(groups.bootstrap, *args)
+        assert ours.returncode == theirs.returncode == 1, (args, theirs, ours)
+        assert ours.stdout == theirs.stdout == "", (args, theirs, ours)
+        assert shown in theirs.stderr and shown in ours.stderr, (args, theirs, ours)
+
+
+@pytest.mark.parametrize("args", [("--lis",), ("--list", "--timeout"), ("--list", "--to-offset")],
+                         ids=" ".join)
+def test_what_the_option_parser_refuses_is_said_in_kafka_s_words(groups, args):
+    """An unknown option or one missing its value: exit status 1, nothing on
+    stdout, and kcoord's first line of stderr is what Kafka's tool says there
+    (after the name of the exception it lets escape)."""
+    theirs, ours = _both(groups.bootstrap, *args)
+    assert ours.returncode == theirs.returncode == 1, (args, theirs, ours)
+    assert ours.stdout == theirs.stdout == "", (args, theirs, ours)
+    said = ours.stderr.split("\n", 1)[0]
+    assert theirs.stderr.split("\n", 1)[0].endswith(f"Exception: {said}"), (theirs, ours)

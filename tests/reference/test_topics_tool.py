@@ -385,3 +385,13 @@ def test_the_version_is_printed_as_by_kafka_s_tool(broker_for_tools):
     assert theirs.returncode == ours.returncode == 0
     assert re.fullmatch(r"\d+\.\d+\.\d+\S*\n", theirs.stdout), theirs.stdout
     assert re.fullmatch(r"\d+\.\d+\.\d+\S*\n|unknown\n", ours.stdout), ours.stdout
+
+
+def test_help_and_an_abbreviated_option_answer_as_kafka_s_tool(broker_for_tools):
+    """--help prints the options on stderr with exit status 1, and an option cut
+    short is refused (exit status 1), as Kafka's tool does both."""
+    for args, shown in ((("--help",), "--partitions"), (("--lis",), "lis")):
+        theirs, ours = _both(broker_for_tools.bootstrap, *args)
+        assert ours.returncode == theirs.returncode == 1, (args, theirs, ours)
+        assert ours.stdout == theirs.stdout == "", (args, theirs, ours)
+        assert shown in theirs.stderr and shown in ours.stderr, (args, theirs, ours)
