@@ -4,9 +4,11 @@ wait for a group to settle, read its assignment, committed offsets and lag.
 ``Kcoord`` talks to any single-node Kafka broker (kcoord or Apache Kafka) through
 the project's own codecs; the pytest plugin (``broker.pytest_plugin``) hands one
 to every test.  Names it makes are unique to it (``create_topic("orders")``
-returns ``orders-`` and a suffix), so tests sharing one broker never see each
-other's topics or groups.  Every wait is on a condition, with a timeout, never
-a fixed sleep::
+returns its prefix, the plugin's being the test's name, then ``orders`` and a
+suffix: ``test_names-orders-fc6098``), so tests sharing one broker never use
+each other's topics or groups; ``list_topics(mine=True)`` and
+``list_groups(mine=True)`` leave the others' out.  Every wait is on a
+condition, with a timeout, never a fixed sleep::
 
     kafka = Kcoord("127.0.0.1:9092")
     topic = kafka.create_topic("orders", partitions=3)
@@ -163,11 +165,19 @@ class Kcoord:
         first = result["base_offset"]
         return list(range(first, first + len(records)))
 
-    def list_topics(self) -> list[str]:
-        """Every topic's name but the internal ones, sorted."""
+    def list_topics(self, mine: bool = False) -> list[str]:
+        """Every topic's name but the internal ones, sorted; ``mine``: only those
+        this handle named (its prefix and suffix)."""
         answer = self.call(3, 12, {"topics": None, "allow_auto_topic_creation": False,
                                    "include_topic_authorized_operations": False})
-        return sorted(t["name"] for t in answer["topics"] if not t["is_internal"])
+        return sorted(t["name"] for t in answer["topics"]
+                      if not t["is_internal"] and (not mine or self._named(t["name"])))
+
+    def _named(self, name: str) -> bool:
+        """Whether ``name`` is one that ``unique`` made here."""
+        head = f"{self.prefix}-" if self.prefix else ""
+        return name.startswith(head) and re.search(
+            rf"-{self._suffix}(-[0-9]+)?$", name) is not None
 
     def delete_topic(self, topic: str) -> None:
         """Delete ``topic`` (it must exist)."""
@@ -175,11 +185,13 @@ class Kcoord:
                                    "timeout_ms": int(self.timeout * 1000)})
         _check(f"DeleteTopics {topic}", answer["responses"][0]["error_code"])
 
-    def list_groups(self) -> list[str]:
-        """Every group's id, whichever its protocol, sorted."""
+    def list_groups(self, mine: bool = False) -> list[str]:
+        """Every group's id, whichever its protocol, sorted; ``mine``: only those
+        this handle named."""
         answer = self.call(16, 4, {"states_filter": []})
         _check("ListGroups", answer["error_code"])
-        return sorted(g["group_id"] for g in answer["groups"])
+        return sorted(g["group_id"] for g in answer["groups"]
+                      if not mine or self._named(g["group_id"]))
 
     def delete_group(self, group: str) -> None:
         """Delete an empty ``group`` and its committed offsets."""

@@ -74,6 +74,9 @@ def test_a_relative_data_dir_is_found_from_the_working_directory_of_each_start(
 def test_a_killed_broker_is_seen_as_exited_with_its_signal():
     broker = EmbeddedBroker(process=True).start()
     try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            broker.proc.wait(0.1)  # running: a wait with a bound says so
+        assert broker.proc.poll() is None
         broker.proc.send_signal(signal.SIGKILL)
         assert broker.proc.wait(10) == -signal.SIGKILL
         assert not broker.running
@@ -95,6 +98,24 @@ def test_a_launcher_that_goes_stops_its_brokers_and_the_next_start_makes_another
     finally:
         broker.stop()
     assert _gone(broker.proc.pid)
+
+
+def test_a_broker_that_cannot_start_says_why_at_once_with_its_exit_status():
+    for _ in range(3):  # its exit may be reported before or after its pid is known
+        broker = EmbeddedBroker(process=True, overrides={"num.partitions": 0})
+        began = time.monotonic()
+        with pytest.raises(RuntimeError, match="num.partitions"):
+            broker.start()
+        assert time.monotonic() - began < 10
+        assert broker.proc.wait(10) == 2 and not broker.running
+
+
+def test_other_python_variables_start_another_launcher(monkeypatch):
+    with EmbeddedBroker(process=True) as first:
+        monkeypatch.setenv("PYTHONWARNINGS", "default")  # how an interpreter starts
+        with EmbeddedBroker(process=True) as second, Kcoord(second.bootstrap) as kafka:
+            assert _parent(second.proc.pid) not in (_parent(first.proc.pid), os.getpid())
+            assert kafka.produce(kafka.create_topic("t"), [b"x"]) == [0]
 
 
 def test_without_forking_a_broker_is_a_fresh_kcoord_serve(monkeypatch):

@@ -21,6 +21,26 @@ def test_the_same_base_name_is_a_different_topic_in_each_test(kcoord, attempt):
     assert kcoord.end_offsets(topic) == {(topic, 0): 1}
 
 
+def test_mine_lists_this_test_s_topics_and_groups_alone(kcoord):
+    from kcoord.broker.testing import Kcoord
+
+    with Kcoord(kcoord.bootstrap, prefix="another-test") as other:
+        theirs, mine = other.create_topic("orders"), kcoord.create_topic("orders")
+        again = kcoord.create_topic("orders")
+        for handle, topic in ((other, theirs), (kcoord, mine)):
+            handle.call(8, 8, {"group_id": handle.group("readers"),
+                               "generation_id_or_member_epoch": -1, "member_id": "",
+                               "group_instance_id": None, "topics": [{"name": topic, "partitions": [
+                                   {"partition_index": 0, "committed_offset": 0,
+                                    "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+        assert kcoord.list_topics(mine=True) == sorted([mine, again])
+        assert {theirs, mine, again} <= set(kcoord.list_topics())
+        assert other.list_topics(mine=True) == [theirs]
+        (group,) = kcoord.list_groups(mine=True)
+        assert group.startswith(kcoord.prefix) and group in kcoord.list_groups()
+        assert other.list_groups(mine=True) != [group]
+
+
 def test_a_fresh_broker_as_a_child_process(kcoord_factory, kcoord):
     own = kcoord_factory(process=True, overrides={"num.partitions": 3})
     assert own.bootstrap != kcoord.bootstrap
