@@ -174,6 +174,9 @@ class Launcher:
                 with self._answered:
                     if not self._answered.wait_for(lambda: self._answers or not self.alive,
                                                    _START_TIMEOUT_S) or not self._answers:
+                        # A late answer would be taken for the next request's: this
+                        # launcher serves no more (it ends, and the next start makes one).
+                        self._sock.shutdown(socket.SHUT_RDWR)
                         raise OSError("the kcoord launcher did not answer")
                     answer = self._answers.pop(0)
                     if "error" in answer:
@@ -191,15 +194,6 @@ class Launcher:
             os.close(write_end)
         child.stdout = open(read_end, encoding="utf-8", errors="replace")
         return child
-
-    def close(self) -> None:
-        """Ends the launcher (the brokers it forked keep running)."""
-        self._sock.close()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
 
 
 _launchers: dict[tuple, Launcher] = {}
