@@ -590,3 +590,38 @@ def test_what_the_option_parser_refuses_is_said_in_kafka_s_words(groups, args):
     assert ours.stdout == theirs.stdout == "", (args, theirs, ours)
     said = ours.stderr.split("\n", 1)[0]
     assert theirs.stderr.split("\n", 1)[0].endswith(f"Exception: {said}"), (theirs, ours)
+
+
+@pytest.mark.parametrize("args", [
+    ("--reset-offsets", "--group", "old-group", "--all-topics", "--to-offset", "abc"),
+    ("--reset-offsets", "--group", "old-group", "--all-topics", "--shift-by", "1x"),
+    ("--list", "--timeout", "soon"),
+], ids=" ".join)
+def test_a_number_that_does_not_parse_is_reported_as_by_kafka_s_tool(broker_of, args):
+    """Read as joptsimple reads a long, before any broker is asked: Kafka's
+    catch-all on stdout, exit status 0, nothing done."""
+    admin = Kcoord(broker_of.bootstrap)
+    before = admin.committed("old-group")
+    theirs, ours = _both(broker_of.bootstrap, *args)
+    assert (ours.returncode, ours.stdout) == (theirs.returncode, theirs.stdout) == (0, (
+        f"\nError: Executing consumer group command failed due to Cannot parse argument "
+        f"'{args[-1]}' of option {args[-2].lstrip('-')}\n")), (theirs, ours)
+    assert before and admin.committed("old-group") == before
+    admin.close()
+
+
+@pytest.mark.parametrize("args", [("--list", "--state", "stable,Bogus"),
+                                  ("--list", "--type", "Bogus", "--state", "Bogus")],
+                         ids=" ".join)
+def test_an_unknown_state_or_type_is_refused_as_by_kafka_s_tool(broker_of, args):
+    """Exit status 1 and Kafka's words first on stderr (the valid states as a set:
+    Kafka lists them in hash order); the types are checked first."""
+    theirs, ours = _both(broker_of.bootstrap, *args)
+    assert ours.returncode == theirs.returncode == 1, (theirs, ours)
+    assert ours.stdout == theirs.stdout == "", (theirs, ours)
+
+    def words(stderr: str) -> tuple[str, set[str]]:
+        head, _, listed = stderr.split("\n", 1)[0].partition(" are: ")
+        return head, set(listed.split(", "))
+
+    assert words(ours.stderr) == words(theirs.stderr), (theirs, ours)
