@@ -798,7 +798,7 @@ class _Groups:
         if args.from_file is not None:
             if args.all_topics or args.topic:
                 self._scope(group, args)
-            return self._within_log(plan[group])
+            return self._within_log(plan[group], from_file=True)
         partitions = self._scope(group, args)
         if args.to_earliest:
             return self._listed_or_fail(partitions, EARLIEST, "starting offset")
@@ -839,17 +839,19 @@ class _Groups:
 
     def _listed_or_fail(self, partitions, timestamp: int, what: str) -> dict:
         found = self._list_offsets(partitions, timestamp)
+        self._fail_on_unknown_topics({tp: 0 for tp in partitions if tp not in found})
         for tp in partitions:
             if tp not in found:
                 raise ValueError(f"Error getting {what} of topic partition: {tp[0]}-{tp[1]}")
         return {tp: found[tp] for tp in partitions}
 
-    def _within_log(self, wanted: dict) -> dict:
+    def _within_log(self, wanted: dict, from_file: bool = False) -> dict:
         """Kafka's checkOffsetsRange: an offset past the log end is the end, one
         before the log start is the start."""
         starts = self._list_offsets(wanted, EARLIEST)
         ends = self._list_offsets(wanted, LATEST)
         planned = {}
+        self._fail_on_unknown_topics({tp: 0 for tp in wanted if tp not in ends}, from_file)
         for tp, offset in wanted.items():
             if tp not in ends:
                 raise ValueError(f"Unexpected non-existing offset value for topic partition "
@@ -864,6 +866,27 @@ class _Groups:
                 offset = starts[tp]
             planned[tp] = offset
         return planned
+
+    def _fail_on_unknown_topics(self, unanswered: dict, from_file: bool = False) -> None:
+        """Failed (Kafka's catch-all) when a partition whose offsets were not
+        answered is of a topic the broker does not have, in the words of the admin
+        call that finds it out: a plan file's offsets are looked up by partition
+        leader, the others' by topic."""
+        if not unanswered:
+            return
+        answer = self.client.call(3, 12, {
+            "topics": [{"topic_id": None, "name": t} for t in sorted({t for t, _ in unanswered})],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        unknown = {t["name"] for t in answer["topics"]
+                   if t["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        for topic, partition in sorted(unanswered):
+            if topic in unknown:
+                raise Failed(
+                    "java.util.concurrent.ExecutionException: org.apache.kafka.common.errors."
+                    "UnknownTopicOrPartitionException: " + (
+                        f"Failed to fetch metadata for partition {topic}-{partition} because "
+                        f"metadata for topic `{topic}` could not be found" if from_file else
+                        "This server does not host this topic-partition."))
 
     def commit(self, group: str, planned: dict) -> None:
         """The new offsets, committed as an admin client commits them (no member)."""
@@ -1134,8 +1157,14 @@ def read_reset_plan(path: str, groups: list[str]) -> dict[str, dict[tuple[str, i
         return {}
     rows = [line.split(",") for line in lines]
     plan: dict[str, dict[tuple[str, int], int]] = {}
-    if len(groups) == 1 and len(rows[0]) == 3 and _is_int(rows[0][1]) and _is_int(rows[0][2]):
+    # The form without groups when one group is named and the first line reads as
+    # one: at most three entries, the numbers numbers (missing ones are 0).
+    if len(groups) == 1 and len(rows[0]) <= 3 and all(f == "" or _is_int(f)
+                                                      for f in rows[0][1:]):
         for row in rows:
+            if len(row) > 3:
+                raise Failed(f"too many entries in line {','.join(row)!r}: expected at most 3")
+            row = row + [""] * (3 - len(row))
             plan.setdefault(groups[0], {})[(row[0], _number(row, 1))] = _number(row, 2)
         return plan
     for row in rows:

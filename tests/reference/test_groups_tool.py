@@ -299,6 +299,8 @@ def _reset_both(node, name: str, *args: str, stderr: bool = True):
 @pytest.mark.parametrize("args", [
     ("--topic", "ORDERS", "--shift-by", "1", "--dry-run"),  # no committed offset on 1
     ("--topic", "no-such-topic", "--to-earliest", "--dry-run"),
+    ("--topic", "no-such-topic:0", "--to-offset", "1", "--dry-run"),
+    ("--topic", "no-such-topic:0", "--to-earliest", "--dry-run"),
     ("--topic", "ORDERS:x", "--to-earliest", "--dry-run"),
     ("--all-topics", "--to-datetime", "yesterday", "--dry-run"),
     ("--all-topics", "--to-datetime", "2000-13-99T99:00:00.000", "--dry-run"),
@@ -447,6 +449,8 @@ def _from_file_both(node, tmp_path, name: str, plan: str, *args: str, groups: in
     ("ORDERS,0,1\n\nORDERS,0,2\n", ("--dry-run",), 1),  # a blank line
     ("ORDERS,0,2\n\n\n", ("--execute",), 1),  # blank lines at the end, as --export ends
     ("\n\n", ("--dry-run",), 1),  # only blank lines
+    ("garbage\n", ("--dry-run",), 1),  # a topic alone: partition 0, offset 0
+    ("ORDERS,0\n", ("--execute",), 1),  # no offset: 0
 ])
 def test_resetting_from_a_file_as_kafka_s_tool_does(groups, tmp_path, plan, args, count):
     name = f"file-{abs(hash((plan, args, count))) % 10**6}"
