@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from kcoord.broker.apis import NO_RESPONSE, REGISTRY, CloseConnection
+from kcoord.broker.apis import NO_RESPONSE, REGISTRY, CloseConnection, Later
 from kcoord.broker.security.quotas import REQUEST as REQUEST_QUOTA
 from kcoord.broker.security.sasl import AuthenticationFailure, ProtocolViolation, SaslAuthenticator
 from kcoord.broker.security.tls import ANONYMOUS, TlsConfigError, certificate_principal
@@ -388,10 +388,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if isinstance(result, (bytes, bytearray)):
                 out.append(result)
                 continue
-            # An awaitable: answer it before anything queued behind it.
+            # An answer to come: sent before anything queued behind it.
             self._flush(out)
             self._busy = True
-            self._task = asyncio.get_running_loop().create_task(self._finish(result))
+            if type(result) is _Encoding:
+                result.later.ticket.add_done_callback(result)
+            else:
+                self._task = asyncio.get_running_loop().create_task(self._finish(result))
             return
         self._flush(out)
         if self._eof and not queue:
@@ -421,6 +424,30 @@ class KafkaConnection(asyncio.BufferedProtocol):
         finally:
             self._busy = False
         if response is not None and not self._closed:
+            self.transport.write(response)
+        self._last_active = time.monotonic()
+        self._pump()
+
+    def _answer_later(self, encoding: "_Encoding") -> None:
+        """A ``Later``'s ticket is done: its answer is shaped, encoded and sent, and
+        the requests queued behind it are served (``_finish`` without a task)."""
+        self._busy = False
+        if self._closed:
+            return
+        later = encoding.later
+        try:
+            response = self._encode(encoding.schema, encoding.api_version,
+                                    encoding.correlation_id, encoding.flexible,
+                                    later.shape(later.ticket.result()))
+        except CloseConnection:
+            self.close()
+            return
+        except (Exception, asyncio.CancelledError):
+            log.exception("request.handler_failed", peer=self.peer, api=encoding.schema.name,
+                          api_version=encoding.api_version)
+            self.close()
+            return
+        if response is not None:
             self.transport.write(response)
         self._last_active = time.monotonic()
         self._pump()
@@ -558,6 +585,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             raise
         except Exception:
             self._handler_failed(schema, api_version)
+        if type(result) is Later:
+            return _Encoding(self, result, schema, api_version, correlation_id, flexible)
         return self._encode_later(result, schema, api_version, correlation_id, flexible)
 
     def _serve_timed(self, ctx, reg, schema, api_version, correlation_id, flexible, request):
@@ -688,6 +717,28 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._queued_bytes = 0
             if self.transport is not None:
                 self.transport.close()
+
+
+class _Encoding:
+    """A handler's ``Later`` with what its encoding needs: the ticket's done-callback
+    (``KafkaConnection._answer_later``), or awaited (a large request's path)."""
+
+    __slots__ = ("connection", "later", "schema", "api_version", "correlation_id", "flexible")
+
+    def __init__(self, connection, later, schema, api_version, correlation_id, flexible):
+        self.connection = connection
+        self.later = later
+        self.schema = schema
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.flexible = flexible
+
+    def __call__(self, _ticket) -> None:
+        self.connection._answer_later(self)
+
+    def __await__(self):
+        return self.connection._encode_later(self.later, self.schema, self.api_version,
+                                             self.correlation_id, self.flexible).__await__()
 
 
 def _decode_large(reg, api_version: int, frame: bytes):

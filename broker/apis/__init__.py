@@ -3,8 +3,8 @@
 Each module registers its handler with ``@api(key=..., versions=(low, high))``;
 ApiVersions answers from this registry, so nothing is advertised that is not
 served.  A handler takes ``(ctx, request)`` and returns the response body as a
-dict (or an awaitable of one), or ``NO_RESPONSE`` for requests Kafka does not
-answer (Produce with acks=0).
+dict (or an awaitable of one, or a ``Later``), or ``NO_RESPONSE`` for requests
+Kafka does not answer (Produce with acks=0).
 
 ``prepare`` (optional) is a pure function ``(request, version) -> request`` that
 the server runs in a worker thread, right after decoding, for large requests
@@ -34,6 +34,25 @@ NO_RESPONSE = object()
 
 class CloseConnection(Exception):
     """Raised by a handler when Kafka would drop the connection instead of answering."""
+
+
+class Later:
+    """A response body that comes once ``ticket`` (a future) is done: ``shape(its
+    result)``.  The server encodes and sends it from the ticket's own callback,
+    with no task and no coroutine (a commit waiting for its batch's append is
+    the common case); it can be awaited all the same."""
+
+    __slots__ = ("ticket", "shape")
+
+    def __init__(self, ticket, shape: Callable[[Any], Any]):
+        self.ticket = ticket
+        self.shape = shape
+
+    def __await__(self):
+        return self._body().__await__()
+
+    async def _body(self):
+        return self.shape(await self.ticket)
 
 
 @dataclass(slots=True)

@@ -3,6 +3,7 @@ and the coordinator's answers shaped for the request's version."""
 
 from __future__ import annotations
 
+from kcoord.broker.apis import Later
 from kcoord.broker.apis.authz import READ, TOPIC, allowed_names
 from kcoord.broker.groups.offsets import OffsetAndMetadata
 from kcoord.protocol.errors import ErrorCode
@@ -17,15 +18,11 @@ def client_host(ctx) -> str:
 
 
 def when_answered(ticket, shape):
-    """``shape(answer)`` now if the coordinator has answered (no coroutine, no
-    task: the common case), else an awaitable of it."""
+    """``shape(answer)`` now if the coordinator has answered (nothing parked,
+    nothing to write), else a ``Later`` of it."""
     if ticket.done():
         return shape(ticket.result())
-
-    async def later():
-        return shape(await ticket)
-
-    return later()
+    return Later(ticket, shape)
 
 
 def split_known(broker, topics):
