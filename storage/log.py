@@ -8,7 +8,7 @@ of its own:
 * ``storage.loader``: opening a folder and recovery after a crash (LogLoader);
 * ``storage.flush``: unflushed segments, the recovery point and the three
   fsync policies (``append_async`` waits as the policy requires);
-* ``storage.retention``: which segments retention deletes;
+* ``storage.retention``: which segments retention deletes, and their deletion;
 * ``storage.cleaner``: compaction, which swaps its cleaned segments in with
   ``replace_segments``.
 
@@ -58,7 +58,6 @@ from kcoord.storage.flush import LogFlusher
 from kcoord.storage.loader import load_segments
 from kcoord.storage import producer_load, producer_snapshot
 from kcoord.storage.producer_state import ABORT, COMMIT, ProducerState
-from kcoord.storage.retention import deletable_count
 from kcoord.storage.layout import segment_name
 from kcoord.storage.segment import INT32_MAX, LogSegment
 from kcoord.storage.validator import (
@@ -267,7 +266,7 @@ class PartitionLog:
                 self.on_io_error(self, exc)
         return KafkaStorageError(f"I/O error during {action} of {self.name}: {exc}")
 
-    def _unlocked_io_failed(self, exc: OSError, action: str):
+    def unlocked_io_failed(self, exc: OSError, action: str):
         """An error of file work done without the partition lock: the log was
         closed meanwhile (its topic deleted, its folder gone: the maintenance pass
         skips it) or the disk failed (the log goes offline)."""
@@ -749,51 +748,45 @@ class PartitionLog:
 
     def delete_old_segments(self, now_ms: int | None = None, *,
                             below_start_only: bool = False) -> int:
-        """Delete old segments by retention.ms / retention.bytes / log start
-        (``below_start_only``: only the segments wholly below the log start, as
-        after DeleteRecords).
+        """One retention pass (``storage.retention.delete_old_segments``): the
+        segments retention.ms, retention.bytes or the log start (``below_start_only``:
+        only that, as after DeleteRecords) condemn go.  Returns how many went."""
+        from kcoord.storage.retention import delete_old_segments
 
-        Returns the number of segments deleted (UnifiedLog.deleteOldSegments).
-        Like Kafka, a non-empty active segment that has expired goes too: a new
-        empty active segment is rolled at the log end first, so the log end offset
-        is kept and the log start offset moves up to it.
-        """
-        now = self.clock() if now_ms is None else now_ms
-        with self._structure:
-            with self._lock:
-                self._check_open()
-                doomed = deletable_count(self.segments, self.log_start_offset, self.config, now,
-                                         below_start_only)
-                if not doomed:
-                    return 0
-                try:
-                    if doomed == len(self.segments):
-                        self._roll_to(self.log_end_offset)
-                    gone = self.segments[:doomed]
-                    del self.segments[:doomed]
-                    del self._bases[:doomed]
-                    self.flusher.forget(gone)
-                    for seg in gone:
-                        seg.close()
-                except OSError as exc:
-                    raise self.io_failed(exc, "retention") from exc
-                self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-                self.producers.truncate_head(self.log_start_offset)
-            # No reader reaches these segments any more: their files go without
-            # the partition lock (freeing a large file's blocks takes a while).
+        return delete_old_segments(self, self.clock() if now_ms is None else now_ms,
+                                   below_start_only)
+
+    def structural_change(self) -> threading.RLock:
+        """The lock that serializes changes to the segment list that wait for the
+        disk (retention's unlinks, a compaction swap): appends and reads never take it."""
+        return self._structure
+
+    def detach_oldest(self, doomed: Callable[[list[LogSegment], int], int]) -> list[LogSegment]:
+        """Take the ``doomed(segments, log_start_offset)`` oldest segments out of the
+        log (the caller holds ``structural_change()`` and deletes their files): the
+        log start moves up to the first segment kept, and producer state with it.
+        Like Kafka, when every segment goes (a non-empty active segment that
+        expired), a new empty active segment is rolled at the log end first, so the
+        log end offset is kept."""
+        with self._lock:
+            self._check_open()
+            count = doomed(self.segments, self.log_start_offset)
+            if not count:
+                return []
             try:
+                if count == len(self.segments):
+                    self._roll_to(self.log_end_offset)
+                gone = self.segments[:count]
+                del self.segments[:count]
+                del self._bases[:count]
+                self.flusher.forget(gone)
                 for seg in gone:
-                    seg.delete()
+                    seg.close()
             except OSError as exc:
-                raise self._unlocked_io_failed(exc, "retention") from exc
-            log.info(
-                "segments_deleted",
-                log=self.name,
-                count=len(gone),
-                bytes=sum(s.size for s in gone),
-                log_start_offset=self.log_start_offset,
-            )
-            return len(gone)
+                raise self.io_failed(exc, "retention") from exc
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            self.producers.truncate_head(self.log_start_offset)
+            return gone
 
     def advance_log_start_offset(self, offset: int) -> None:
         """Move the log start forward (DeleteRecords); whole segments below it go at the next retention pass."""
@@ -896,7 +889,7 @@ class PartitionLog:
             try:
                 swap.prepare()
             except OSError as exc:
-                raise self._unlocked_io_failed(exc, "compaction swap") from exc
+                raise self.unlocked_io_failed(exc, "compaction swap") from exc
             with self._lock:
                 if not self._present(old):
                     return False  # closed or failed meanwhile: the next start finishes it
@@ -911,7 +904,7 @@ class PartitionLog:
             try:
                 swap.sync(doomed)
             except OSError as exc:
-                raise self._unlocked_io_failed(exc, "compaction swap") from exc
+                raise self.unlocked_io_failed(exc, "compaction swap") from exc
             return True
 
     async def compact_async(self, now_ms: int | None = None, *, force: bool = False):

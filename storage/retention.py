@@ -1,8 +1,41 @@
-"""Which segments retention deletes (UnifiedLog.deleteOldSegments), as a pure function."""
+"""Retention (UnifiedLog.deleteOldSegments): which segments go, a pure function
+(``deletable_count``), and their going (``delete_old_segments``), in one place.
+
+The segment list changes under the partition lock (``PartitionLog.detach_oldest``);
+the files are unlinked after it, with only the log's structural lock held, so
+appends and reads on the event loop never wait for the disk.
+"""
 
 from __future__ import annotations
 
+import structlog
+
 from kcoord.storage.config import LogConfig
+
+log = structlog.get_logger("kcoord.storage")
+
+
+def delete_old_segments(plog, now: int, below_start_only: bool = False) -> int:
+    """One retention pass over ``plog``: the segments ``deletable_count`` condemns
+    are taken out of the log and their files deleted.  Returns how many went."""
+
+    def doomed(segments, log_start_offset: int) -> int:
+        return deletable_count(segments, log_start_offset, plog.config, now, below_start_only)
+
+    with plog.structural_change():
+        gone = plog.detach_oldest(doomed)
+        if not gone:
+            return 0
+        # No reader reaches these segments any more: their files go without
+        # the partition lock (freeing a large file's blocks takes a while).
+        try:
+            for seg in gone:
+                seg.delete()
+        except OSError as exc:
+            raise plog.unlocked_io_failed(exc, "retention") from exc
+        log.info("segments_deleted", log=plog.name, count=len(gone),
+                 bytes=sum(s.size for s in gone), log_start_offset=plog.log_start_offset)
+        return len(gone)
 
 
 def deletable_count(segments, log_start_offset: int, config: LogConfig, now: int,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import struct
+import threading
 
 import pytest
 
@@ -418,3 +419,23 @@ def test_appends_go_on_where_blocks_cannot_be_preallocated(logdir, monkeypatch):
     plog.append(large)
     assert tried == [errno.ENOSPC, errno.EOPNOTSUPP] and files._fallocate is None
     assert [o for o, _t, _k, _v in all_records(plog)] == [0, 1, 2]
+
+
+def test_retention_waits_for_a_structural_change_in_progress(logdir):
+    # A compaction swap holds the structural lock while its files move: a retention
+    # pass meanwhile must not take segments out from under it.
+    plog = PartitionLog(logdir, LogConfig(segment_bytes=500, retention_ms=1_000))
+    for i in range(10):
+        plog.append(batch([b"x" * 100], ts=1_000 + i))
+    before = [s.base_offset for s in plog.segments]
+    assert len(before) > 2
+    done = []
+    worker = threading.Thread(target=lambda: done.append(plog.delete_old_segments(now_ms=10**9)))
+    with plog.structural_change():
+        worker.start()
+        worker.join(0.5)
+        assert worker.is_alive() and not done
+        assert [s.base_offset for s in plog.segments] == before
+    worker.join(30)
+    assert done == [len(before)]  # every segment expired: the log rolled first
+    assert plog.log_start_offset == plog.log_end_offset
