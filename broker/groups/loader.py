@@ -89,26 +89,41 @@ def replay(records: Iterable[tuple[bytes, bytes | None]]) -> LoadedPartition:
                     held.pop(key, None)
         latest[key] = value
 
+    count = 0  # records so far: the place of the current one in the log
     for item in records:
         if type(item) is tuple:
+            # keep(key, value, count) written out: this runs for every record.
+            # A record outside transactions is the newest of its key, so the
+            # check of an older transactional offset never applies here.
             key, value = item
-            loaded.records += 1
-            if key is not None:
-                keep(key, value, loaded.records)
+            count += 1
+            if key is None:
+                continue
+            if key[0] == 0 and key[1] < 2:
+                if key[1] == 0:
+                    key = b"\x00\x01" + key[2:]
+                order[key] = count
+                if value is None and pending:
+                    for held in pending.values():
+                        held.pop(key, None)
+            elif key[0] != 0 or key[1] > 2:
+                latest.pop(key, None)
+            latest[key] = value
         elif isinstance(item, TxnRecords):
             held = pending.setdefault(item.producer_id, {})
             for key, value in item.records:
-                loaded.records += 1
+                count += 1
                 if key is not None:
                     if key[:2] == b"\x00\x00":
                         key = b"\x00\x01" + key[2:]
-                    held[key] = (value, loaded.records)
+                    held[key] = (value, count)
         else:  # a marker: the transaction's offsets count from here, or never
             held = pending.pop(item.producer_id, {})
             if item.commit:
                 for key, (value, at) in held.items():
                     keep(key, value, at)
-    total = loaded.records + 1
+    loaded.records = count
+    total = count + 1
     for producer_id, held in pending.items():
         by_group: dict[str, dict] = {}
         for key, (value, at) in held.items():

@@ -230,7 +230,9 @@ def key_values(data: bytes, count: int) -> list[tuple[bytes | None, bytes | None
             stop = pos + length
             if length < 0 or stop > end:
                 raise CorruptRecordError("record length exceeds the batch")
-            _ts, pos = zz(data, pos + 1, 63)
+            pos += 1  # attributes
+            b = data[pos]
+            pos = pos + 1 if b < 0x80 else zz(data, pos, 63)[1]  # timestamp delta
             b = data[pos]
             pos = pos + 1 if b < 0x80 else zz(data, pos)[1]  # offset delta
             b = data[pos]

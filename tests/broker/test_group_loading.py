@@ -97,6 +97,33 @@ def test_an_unreadable_record_costs_itself_not_its_partition(garbage):
     assert loaded.offsets["g"][("t", 0)].offset == 7
 
 
+def test_a_transaction_committed_after_a_newer_plain_commit_keeps_the_newer_offset():
+    # Kafka's replay of an end marker keeps an offset committed outside the
+    # transaction after the transaction's own commit of it (its record is newer).
+    from kcoord.protocol import group_records as G
+    from kcoord.broker.groups.loader import TxnMarker, TxnRecords, replay
+    key = G.offset_commit_key("g", "t", 0)
+    loaded = replay([TxnRecords(7, [(key, G.offset_commit_value(3, "", 1))]),
+                     (key, G.offset_commit_value(5, "", 2)),
+                     TxnMarker(7, commit=True)])
+    assert loaded.offsets["g"][("t", 0)].offset == 5
+    assert loaded.written_at["g"][("t", 0)] == -1  # the plain commit: the last record
+
+
+def test_a_deleted_offset_leaves_no_pending_transactional_offset_behind():
+    # A tombstone drops the offset from the open transactions too (Kafka's
+    # OffsetMetadataManager.replay): the transaction, still open when the log
+    # ends, holds only the other partition.
+    from kcoord.protocol import group_records as G
+    from kcoord.broker.groups.loader import TxnRecords, replay
+    gone, kept = G.offset_commit_key("g", "t", 0), G.offset_commit_key("g", "t", 1)
+    loaded = replay([TxnRecords(7, [(gone, G.offset_commit_value(3, "", 1)),
+                                    (kept, G.offset_commit_value(4, "", 1))]),
+                     (gone, None)])
+    assert set(loaded.pending_txn[7]["g"]) == {("t", 1)}
+    assert "g" not in loaded.offsets
+
+
 def test_compaction_keeps_the_offsets_store_small_and_replays_the_same(tmp_path):
     """A commit storm on few keys: compacting ``__consumer_offsets`` keeps one record
     per key (tombstones too, for ``delete.retention.ms``), and replaying the
