@@ -392,7 +392,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._flush(out)
             self._busy = True
             if type(result) is _Encoding:
-                result.later.ticket.add_done_callback(result)
+                # Looked at once more after what this turn scheduled (a batch's
+                # flush under the adaptive linger): often done by then, and
+                # answered in that turn rather than in the next one.
+                asyncio.get_running_loop().call_soon(result.answer_or_wait)
             else:
                 self._task = asyncio.get_running_loop().create_task(self._finish(result))
             return
@@ -735,6 +738,13 @@ class _Encoding:
 
     def __call__(self, _ticket) -> None:
         self.connection._answer_later(self)
+
+    def answer_or_wait(self) -> None:
+        ticket = self.later.ticket
+        if ticket.done():
+            self.connection._answer_later(self)
+        else:
+            ticket.add_done_callback(self)
 
     def __await__(self):
         return self.connection._encode_later(self.later, self.schema, self.api_version,
