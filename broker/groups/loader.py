@@ -76,6 +76,9 @@ def replay(records: Iterable[tuple[bytes, bytes | None]]) -> LoadedPartition:
     pending: dict[int, dict[bytes, tuple[bytes | None, int]]] = {}
 
     def keep(key: bytes, value, at: int) -> None:
+        if len(key) < 2:  # not even a version: unreadable
+            loaded.unreadable += 1
+            return
         if key[:2] == b"\x00\x00":
             key = b"\x00\x01" + key[2:]
         elif key[0] != 0 or key[1] > 2:
@@ -99,15 +102,19 @@ def replay(records: Iterable[tuple[bytes, bytes | None]]) -> LoadedPartition:
             count += 1
             if key is None:
                 continue
-            if key[0] == 0 and key[1] < 2:
-                if key[1] == 0:
-                    key = b"\x00\x01" + key[2:]
-                order[key] = count
-                if value is None and pending:
-                    for held in pending.values():
-                        held.pop(key, None)
-            elif key[0] != 0 or key[1] > 2:
-                latest.pop(key, None)
+            try:
+                if key[0] == 0 and key[1] < 2:
+                    if key[1] == 0:
+                        key = b"\x00\x01" + key[2:]
+                    order[key] = count
+                    if value is None and pending:
+                        for held in pending.values():
+                            held.pop(key, None)
+                elif key[0] != 0 or key[1] > 2:
+                    latest.pop(key, None)
+            except IndexError:  # not even a version: unreadable
+                loaded.unreadable += 1
+                continue
             latest[key] = value
         elif isinstance(item, TxnRecords):
             held = pending.setdefault(item.producer_id, {})

@@ -87,12 +87,15 @@ def test_groups_of_a_loading_partition_wait_and_the_rest_are_served(make_broker,
         gate.set()
 
 
-@pytest.mark.parametrize("garbage", [b"\x00\x01\xff", b"\x00\x02"])
-def test_an_unreadable_record_costs_itself_not_its_partition(garbage):
+@pytest.mark.parametrize("garbage", [b"\x00\x01\xff", b"\x00\x02", b"", b"\x00", b"\x07"])
+@pytest.mark.parametrize("transactional", [False, True])
+def test_an_unreadable_record_costs_itself_not_its_partition(garbage, transactional):
     from kcoord.protocol import group_records as G
-    from kcoord.broker.groups.loader import replay
+    from kcoord.broker.groups.loader import TxnMarker, TxnRecords, replay
     good = (G.offset_commit_key("g", "t", 0), G.offset_commit_value(7, "", 1))
-    loaded = replay([(garbage, b"\x00\x03junk"), good])
+    bad = (garbage, b"\x00\x03junk")
+    records = [TxnRecords(5, [bad]), TxnMarker(5, commit=True)] if transactional else [bad]
+    loaded = replay(records + [good])
     assert loaded.unreadable == 1
     assert loaded.offsets["g"][("t", 0)].offset == 7
 
