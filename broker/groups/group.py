@@ -192,8 +192,12 @@ class Group:
         rank: dict[str, int] = {}
         for i, name in enumerate(candidates):
             rank.setdefault(name, i)
-        votes = Counter(next(name for name, _meta in m.protocols if name in rank)
-                        for m in self.members.values())
+        votes = dict.fromkeys(rank, 0)
+        for m in self.members.values():
+            for name, _meta in m.protocols:
+                if name in rank:
+                    votes[name] += 1
+                    break
         return max(rank, key=lambda name: (votes[name], -rank[name]))
 
     # -- consumer subscriptions (ClassicGroup.subscribedTopics) -------------------------------
@@ -206,9 +210,15 @@ class Group:
         if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol_name is None:
             return None
         topics: set[str] = set()
+        read: set[bytes] = set()  # the members of a group mostly send the same bytes
         try:
             for member in self.members.values():
-                topics |= subscription_topics(member.metadata(self.protocol_name))
+                metadata = member.metadata(self.protocol_name)
+                if type(metadata) is not bytes:
+                    metadata = bytes(metadata)
+                if metadata not in read:
+                    read.add(metadata)
+                    topics |= subscription_topics(metadata)
         except (ValueError, KeyError, struct.error, UnicodeDecodeError):
             return None
         return topics

@@ -136,7 +136,8 @@ async def test_many_answers_are_given_a_slice_per_turn_in_order(tmp_path):
     later = [loop.create_future() for _ in range(2)]
     runtime.run(1, Outcome(answers=[(t, "later") for t in later]))
     assert not any(t.done() for t in later)
-    assert await _turns(many, 6) == [0, 64, 128, 192, 200, 200]
+    n = ANSWERS_PER_TURN
+    assert await _turns(many, 6) == [0, n, 2 * n, 3 * n, 3 * n + 8, 3 * n + 8]
     assert [t.result() for t in many] == list(range(len(many)))
     assert [t.result() for t in later] == ["later", "later"]
     # Once the queue is empty, a few answers are given at once again.
@@ -150,12 +151,13 @@ async def test_an_answer_already_given_is_left_alone(tmp_path):
     loop = asyncio.get_running_loop()
     tickets = [loop.create_future() for _ in range(2 * ANSWERS_PER_TURN)]
     tickets[5].set_result("first")
-    tickets[100].cancel()  # the connection went away
+    tickets[ANSWERS_PER_TURN + 4].cancel()  # the connection went away
     runtime.run(0, Outcome(answers=[(t, "second") for t in tickets]))
     await _turns(tickets, 3)
     assert tickets[5].result() == "first"
-    assert tickets[100].cancelled()
-    assert all(t.result() == "second" for i, t in enumerate(tickets) if i not in (5, 100))
+    assert tickets[ANSWERS_PER_TURN + 4].cancelled()
+    assert all(t.result() == "second" for i, t in enumerate(tickets)
+               if i not in (5, ANSWERS_PER_TURN + 4))
 
 
 # -- batched writes ----------------------------------------------------------------------
