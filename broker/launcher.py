@@ -254,9 +254,24 @@ def _serve(sock: socket.socket) -> dict | None:
     selector = selectors.DefaultSelector()
     selector.register(sock, selectors.EVENT_READ)
     selector.register(wake_read, selectors.EVENT_READ)
+    # Between requests, the codecs a broker's first clients need are compiled
+    # here, one at a time, so that every fork starts with them compiled.
+    from kcoord.broker.apis import codecs_to_warm
+
+    warming = iter(codecs_to_warm())
     try:
         while True:
-            for key, _ in selector.select():
+            events = selector.select(0 if warming is not None else None)
+            if not events and warming is not None:
+                item = next(warming, None)
+                if item is None:
+                    warming = None
+                    _freeze()
+                else:
+                    schema, version, direction = item
+                    schema.codec(version, direction)
+                continue
+            for key, _ in events:
                 if key.fileobj is sock:
                     data, fds, _flags, _addr = socket.recv_fds(sock, _MAX_MESSAGE, 1)
                     if not data:
@@ -330,15 +345,19 @@ def _become_broker(request: dict) -> int:
     return cli.main(request["args"])
 
 
+def _freeze() -> None:
+    import gc
+
+    gc.collect()
+    gc.freeze()  # the objects so far stay shared with every fork, untouched
+
+
 def main() -> int:
     sock = socket.socket(fileno=int(sys.argv[1]))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.chdir("/")  # each broker is given its own
     _preload()
-    import gc
-
-    gc.collect()
-    gc.freeze()  # the imports' objects stay shared with every fork, untouched
+    _freeze()
     try:
         request = _serve(sock)
     except OSError:  # the program went away mid-answer

@@ -280,6 +280,10 @@ class Api:
             self._codecs[key] = codec
         return codec
 
+    def compiled(self, version: int, direction: str) -> bool:
+        """Whether ``codec(version, direction)`` is compiled already."""
+        return (version, direction) in self._codecs
+
     def construct_codec(self, version: int, direction: str) -> Codec:
         """The compiled construct codec, whatever ``generated`` says."""
         key = (version, direction)

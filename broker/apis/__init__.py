@@ -111,6 +111,28 @@ def load_handlers() -> dict[int, Registration]:
     return REGISTRY
 
 
+# The APIs of a client's first requests (its bootstrap, a producer, a consumer and
+# its group, an admin creating topics), in the order clients send them.
+FIRST_REQUESTS = (18, 3, 10, 0, 1, 2, 8, 9, 11, 14, 12, 13, 22, 19)
+
+
+def codecs_to_warm() -> list[tuple[Api, int, str]]:
+    """The codecs of ``FIRST_REQUESTS`` (every served version, request and
+    response), compiled ahead of a client's first use: the newest version of
+    each API first, then the one below it, and so on (clients send the newest
+    they share with the broker; older clients an older one)."""
+    registrations = [REGISTRY[key] for key in FIRST_REQUESTS if key in REGISTRY]
+    out = []
+    for back in range(max((r.max_version - r.min_version for r in registrations),
+                          default=-1) + 1):
+        for reg in registrations:
+            version = reg.max_version - back
+            if version >= reg.min_version:
+                out.append((reg.schema, version, "request"))
+                out.append((reg.schema, version, "response"))
+    return out
+
+
 def advertised_versions(broker=None) -> list[tuple[int, int, int]]:
     """``(api_key, min, max)`` for every registered API, in key order; given the
     broker, without the APIs its configuration does not serve."""
