@@ -353,10 +353,18 @@ def _drain(stream, events: list | None) -> None:
 @contextmanager
 def broker_server(*extra: str, events: list | None = None):
     """A broker process on a fresh data dir; ``extra``: more ``kcoord serve`` arguments;
-    ``events``: a list that receives its log events."""
+    ``events``: a list that receives its log events.  Given once the broker has
+    compiled the codecs of a client's first requests (``broker.codecs_warm``, in
+    its first second), so that what is measured is not their compilation (the
+    start-up benches time ``spawn_broker`` itself)."""
+    events = [] if events is None else events
     with tempfile.TemporaryDirectory(prefix="kcoord-bench-") as data_dir:
         proc, event = spawn_broker(data_dir, *extra, events=events)
         try:
+            deadline = time.monotonic() + 30
+            while not any(e.get("event") == "broker.codecs_warm" for e in list(events)) \
+                    and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.02)
             yield event["port"], proc.pid
         finally:
             stop_broker(proc)

@@ -431,7 +431,7 @@ class Broker:
             compiled += 1
             await asyncio.sleep(0)
         self.codecs_warm.set()
-        log.debug("broker.codecs_warm", codecs=len(warm), compiled=compiled,
+        log.info("broker.codecs_warm", codecs=len(warm), compiled=compiled,
                   seconds=round(time.monotonic() - began, 3),
                   cpu_seconds=round(time.thread_time() - cpu, 3))
 
