@@ -213,8 +213,10 @@ def walk_records(data: bytes, count: int) -> list[tuple[int, int, int, int]]:
 
 def key_values(data: bytes, count: int) -> list[tuple[bytes | None, bytes | None]]:
     """``(key, value)`` of each record of a decompressed batch, nothing else: the
-    hot loop of replaying ``__consumer_offsets`` at start-up.  Single-byte
-    varints (nearly all of them here) are read inline."""
+    hot loop of replaying ``__consumer_offsets`` at start-up.  Varints of one
+    byte (nearly all of them here) and the record length and offset delta in
+    two (a record of 64 bytes or more, the 65th record of a batch on) are read
+    inline."""
     zz = _zigzag_at
     out = []
     append = out.append
@@ -225,6 +227,9 @@ def key_values(data: bytes, count: int) -> list[tuple[bytes | None, bytes | None
             b = data[pos]
             if b < 0x80:
                 length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                length, pos = (b >> 1) ^ -(b & 1), pos + 2
             else:
                 length, pos = zz(data, pos)
             stop = pos + length
@@ -234,7 +239,10 @@ def key_values(data: bytes, count: int) -> list[tuple[bytes | None, bytes | None
             b = data[pos]
             pos = pos + 1 if b < 0x80 else zz(data, pos, 63)[1]  # timestamp delta
             b = data[pos]
-            pos = pos + 1 if b < 0x80 else zz(data, pos)[1]  # offset delta
+            if b < 0x80:  # offset delta
+                pos += 1
+            else:
+                pos = pos + 2 if data[pos + 1] < 0x80 else zz(data, pos)[1]
             b = data[pos]
             if b < 0x80:
                 n, pos = (b >> 1) ^ -(b & 1), pos + 1

@@ -82,9 +82,10 @@ def test_transactions_survive_a_kill(tmp_path):
                 if all(d["error_code"] != E.COORDINATOR_LOAD_IN_PROGRESS for d in described):
                     break
                 time.sleep(0.02)
-            assert [(d["transaction_state"], d["producer_id"], d["producer_epoch"])
-                    for d in described] == [("Ongoing", pid, epoch),
-                                            ("CompleteAbort", opid, oepoch)]
+            assert [(d["error_code"], d["transaction_state"], d["producer_id"],
+                     d["producer_epoch"]) for d in described] == [
+                (E.NONE, "Ongoing", pid, epoch), (E.NONE, "CompleteAbort", opid, oepoch)], \
+                [e for e in node.events if e.get("level") in ("warning", "error")]
             # the abort is still known to read_committed readers
             aborted = T.fetch(wire, "aborted", committed=True)
             assert aborted["aborted_transactions"] == [

@@ -410,6 +410,18 @@ def test_key_value_walk_agrees_with_the_record_decoder(raw):
         [(r.key, r.value) for r in R.decode_batch(data).records]
 
 
+def test_key_value_walk_agrees_past_one_byte_varints():
+    # Offset deltas of 64 and more (two-byte varints), records of 64 bytes and
+    # more and of 8 KiB and more (two- and three-byte lengths), null keys.
+    records = [Record(None, 1_700_000_000_000 + i, None if i % 7 == 0 else b"k%d" % i,
+                      b"v" * (i * 37 % 9000)) for i in range(300)]
+    data = R.build_batch(records, base_offset=5)
+    payload = R.batch_payload(data)
+    walked = R.key_values(payload, R.batch_header(data).records_count)
+    assert walked == [(r.key, r.value) for r in R.decode_batch(data).records]
+    assert len(walked) == 300 and walked[299] == (b"k299", b"v" * (299 * 37 % 9000))
+
+
 @given(st.binary(max_size=200), st.integers(0, 5))
 def test_key_value_walk_of_garbage_fails_cleanly_or_agrees(junk, count):
     """Garbage is refused with CorruptRecordError (no other exception); what is
