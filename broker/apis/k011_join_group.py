@@ -15,6 +15,7 @@ from kcoord.broker.apis import api
 from kcoord.broker.apis.group_support import client_host, when_answered
 from kcoord.broker.apis.authz import GROUP, READ, allowed
 from kcoord.broker.groups.common import JoinRequest, join_error
+from kcoord.broker.groups.group import shared
 from kcoord.protocol.errors import ErrorCode
 
 
@@ -27,13 +28,14 @@ def join_group(ctx, request):
         return dict(answer, protocol_name="") if version < 7 else answer
     join = JoinRequest(
         group_id=request.group_id, member_id=request.member_id,
-        protocol_type=request.protocol_type,
-        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+        protocol_type=shared(request.protocol_type),
+        protocols=[(shared(p.name), bytes(p.metadata)) for p in request.protocols],
         session_timeout_ms=request.session_timeout_ms,
         rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1
         else request.session_timeout_ms,
         group_instance_id=request.group_instance_id if version >= 5 else None,
-        client_id=ctx.client_id or "", client_host=client_host(ctx), version=version,
+        client_id=shared(ctx.client_id or ""), client_host=shared(client_host(ctx)),
+        version=version,
         reason=request.reason if version >= 8 else None)
 
     def shape(answer):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import struct
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,7 +73,7 @@ class Member:
         raise KeyError(f"member {self.member_id} does not support protocol {protocol}")
 
 
-@dataclass
+@dataclass(slots=True)
 class Group:
     group_id: str
     state: GroupState = GroupState.EMPTY
@@ -257,13 +258,20 @@ class Group:
             # v0 records have no rebalance timeout: the session timeout stands in.
             rebalance = m.rebalance_timeout if m.rebalance_timeout != -1 else m.session_timeout
             group.add_member(Member(
-                m.member_id, m.client_id, m.client_host, rebalance, m.session_timeout,
-                group.protocol_type or "", [(value.protocol or "", m.subscription)],
+                m.member_id, shared(m.client_id), shared(m.client_host), rebalance,
+                m.session_timeout, shared(group.protocol_type or ""),
+                [(shared(value.protocol or ""), m.subscription)],
                 group_instance_id=m.group_instance_id, assignment=m.assignment))
         group.leader_id = value.leader if value.leader in group.members else group.leader_id
         group.state = GroupState.STABLE if group.members else GroupState.EMPTY
         group.subscribed = group.subscribed_topics()
         return group
+
+
+def shared(text: str | None) -> str | None:
+    """One copy of a string that many members hold alike (a client id, a host, a
+    protocol type or name), not one per member: each decoded request has its own."""
+    return None if text is None else sys.intern(text)
 
 
 def subscription_topics(metadata: bytes) -> set[str]:
