@@ -38,6 +38,9 @@ VALID_PREVIOUS = {
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
+_NONE: frozenset = frozenset()
+
+
 class IllegalTransition(RuntimeError):
     pass
 
@@ -85,8 +88,11 @@ class Group:
     current_state_timestamp: int = -1
     members: dict[str, Member] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
-    pending_members: set[str] = field(default_factory=set)
-    pending_sync: set[str] = field(default_factory=set)
+    # Member ids given out and not yet joined with (KIP-394), and members whose
+    # SyncGroup is awaited: empty most of the time, so a shared empty set until
+    # one is added (``add_pending_member`` ...), and again once emptied.
+    pending_members: set[str] | frozenset = _NONE
+    pending_sync: set[str] | frozenset = _NONE
     new_member_added: bool = False  # extends the initial rebalance delay (KIP-134)
     # The subscribed topics as of the start of the current generation (or the
     # load), as Kafka keeps them (ClassicGroup.initNextGeneration); None: unknown.
@@ -136,11 +142,36 @@ class Group:
         if member.group_instance_id is not None and \
                 self.static_members.get(member.group_instance_id) == member_id:
             del self.static_members[member.group_instance_id]
-        self.pending_sync.discard(member_id)
+        self.drop_pending_sync(member_id)
         if self.leader_id == member_id:
             # Kafka takes an arbitrary remaining member; the oldest one here.
             self.leader_id = next(iter(self.members), None)
         return member
+
+    def add_pending_member(self, member_id: str) -> None:
+        if not self.pending_members:
+            self.pending_members = set()
+        self.pending_members.add(member_id)
+
+    def drop_pending_member(self, member_id: str) -> None:
+        if member_id in self.pending_members:
+            self.pending_members.discard(member_id)
+            if not self.pending_members:
+                self.pending_members = _NONE
+
+    def add_pending_sync(self, member_id: str) -> None:
+        if not self.pending_sync:
+            self.pending_sync = set()
+        self.pending_sync.add(member_id)
+
+    def drop_pending_sync(self, member_id: str) -> None:
+        if member_id in self.pending_sync:
+            self.pending_sync.discard(member_id)
+            if not self.pending_sync:
+                self.pending_sync = _NONE
+
+    def clear_pending_sync(self) -> None:
+        self.pending_sync = _NONE
 
     def update_protocols(self, member: Member, protocols: list[tuple[str, bytes]]) -> None:
         self._support.subtract(set(member.protocol_names()))

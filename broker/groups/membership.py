@@ -110,7 +110,7 @@ class GroupMetadataManager:
         if group is None or group.state is S.DEAD:
             return None
         if member_id in group.pending_members:
-            group.pending_members.discard(member_id)
+            group.drop_pending_member(member_id)
             log.info("group.pending_member_expired", group_id=group_id, member_id=member_id,
                      generation=group.generation, state=group.state.value,
                      reason="did not join again with the member id it was given "
@@ -167,7 +167,7 @@ class GroupMetadataManager:
         out = Outcome()
         if group.state is S.COMPLETING_REBALANCE:
             self._propagate_assignment_error(group, E.REBALANCE_IN_PROGRESS, out, now)
-        group.pending_sync.clear()
+        group.clear_pending_sync()
         self.timers.cancel(("sync", group.group_id))
         initial = group.state is S.EMPTY
         old_state = group.state
@@ -240,7 +240,7 @@ class GroupMetadataManager:
                                  ("normal",))
             return out
         group.generation += 1
-        group.pending_sync.clear()
+        group.clear_pending_sync()
         if not group.members:
             group.protocol_name = None
             group.subscribed = group.subscribed_topics()
@@ -266,7 +266,7 @@ class GroupMetadataManager:
                 group.set_awaiting_join(member, None)
             self.arm_session(group, member, now)
             member.is_new = False
-            group.pending_sync.add(member.member_id)
+            group.add_pending_sync(member.member_id)
         self.timers.schedule(("sync", group.group_id), now + group.rebalance_timeout_ms(),
                              group.generation)
         return out
@@ -357,7 +357,7 @@ class GroupMetadataManager:
                          member_id=req.member_id, group_instance_id=req.group_instance_id,
                          client_id=req.client_id, generation=group.generation,
                          state=group.state.value, reason=why)
-            group.pending_members.discard(req.member_id)
+            group.drop_pending_member(req.member_id)
             out.answer(ticket, join_error(E.GROUP_MAX_SIZE_REACHED))
         elif new_member:
             self._join_new_member(ticket, group, req, now, out)
@@ -431,7 +431,7 @@ class GroupMetadataManager:
             return
         if req.version >= 4:
             # KIP-394: the member id is handed out first; the client joins again with it.
-            group.pending_members.add(member_id)
+            group.add_pending_member(member_id)
             self.timers.schedule(("session", group.group_id, member_id),
                                  now + req.session_timeout_ms)
             log.info("group.member_id_required", group_id=group.group_id, member_id=member_id,
@@ -525,7 +525,7 @@ class GroupMetadataManager:
         if group.state is S.PREPARING_REBALANCE and group.previous_state is S.EMPTY:
             group.new_member_added = True
         group.add_member(member)
-        group.pending_members.discard(member_id)
+        group.drop_pending_member(member_id)
         out = Outcome()
         self._park_join(group, member, ticket, out)
         if group.state is S.PREPARING_REBALANCE:
@@ -628,7 +628,7 @@ class GroupMetadataManager:
         if was_leader:
             group.leader_id = new_id
         if pending_sync:
-            group.pending_sync.add(new_id)
+            group.add_pending_sync(new_id)
 
     # == SyncGroup ======================================================================
 
@@ -723,7 +723,7 @@ class GroupMetadataManager:
         return result
 
     def _sync_received(self, group: Group, member_id: str) -> None:
-        group.pending_sync.discard(member_id)
+        group.drop_pending_sync(member_id)
         if group.state not in (S.COMPLETING_REBALANCE, S.STABLE) or not group.pending_sync:
             self.timers.cancel(("sync", group.group_id))
 
@@ -781,7 +781,7 @@ class GroupMetadataManager:
                     continue
                 target = mapped
             elif member_id in group.pending_members:
-                group.pending_members.discard(member_id)
+                group.drop_pending_member(member_id)
                 self._cancel_session(group, member_id)
                 log.info("group.pending_member_left", group_id=group_id, member_id=member_id,
                          generation=group.generation, state=group.state.value,

@@ -1,6 +1,7 @@
 """What a classic group's members hold alike (client id, host, protocol type and
 names) is held once, not once per member: each JoinGroup decodes its own copy of
-those strings, and a broker with thousands of members kept them all."""
+those strings, and a broker with thousands of members kept them all.  A Stable
+group holds no set of its own for pending members or syncs."""
 
 from __future__ import annotations
 
@@ -9,26 +10,37 @@ from tests.broker.group_harness import subscription
 from tests.support import BrokerThread
 
 
-def _join(port: int, group: str, instance: str) -> dict:
+def _join_and_sync(port: int, group: str, instance: str) -> None:
     with WireClient("127.0.0.1", port, client_id="same-client") as client:
-        return client.call(11, 9, {
+        joined = client.call(11, 9, {
             "group_id": group, "session_timeout_ms": 30_000, "rebalance_timeout_ms": 30_000,
             "member_id": "", "group_instance_id": instance, "protocol_type": "consumer",
             "protocols": [{"name": "range", "metadata": subscription("t")}], "reason": None})
+        assert joined["error_code"] == 0
+        member = joined["member_id"]
+        synced = client.call(14, 5, {
+            "group_id": group, "generation_id": joined["generation_id"], "member_id": member,
+            "group_instance_id": instance, "protocol_type": "consumer", "protocol_name": "range",
+            "assignments": [{"member_id": member, "assignment": b"\x00" * 40}]})
+        assert synced["error_code"] == 0
 
 
 def test_members_share_the_strings_they_hold_alike(tmp_path):
     with BrokerThread(tmp_path) as node:
         for group, instance in (("first", "a"), ("second", "b")):
-            assert _join(node.port, group, instance)["error_code"] == 0
+            _join_and_sync(node.port, group, instance)
 
-        def members():
-            groups = node.broker.groups
-            return [member for group_id in ("first", "second")
-                    for member in groups.runtime.shard(groups.partition_for(group_id))
-                    .membership.groups[group_id].members.values()]
+        def groups():
+            service = node.broker.groups
+            return [service.runtime.shard(service.partition_for(group_id))
+                    .membership.groups[group_id] for group_id in ("first", "second")]
 
-        one, two = node.call(members)
+        first, second = node.call(groups)
+        assert first.state.value == second.state.value == "Stable"
+        # Nothing pending once Stable: no set of either group's own.
+        assert first.pending_sync is second.pending_sync and not first.pending_sync
+        assert first.pending_members is second.pending_members and not first.pending_members
+        [one], [two] = first.members.values(), second.members.values()
         assert one.client_id == "same-client" and one.client_id is two.client_id
         assert one.client_host is two.client_host
         assert one.protocol_type is two.protocol_type
