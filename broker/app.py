@@ -415,7 +415,7 @@ class Broker:
 
     async def _warm_codecs(self) -> None:
         """Compile the codecs of a client's first requests (``codecs_to_warm``) while
-        no client is served, one per turn of the loop: compiled at a request's
+        no request arrives, one per turn of the loop: compiled at a request's
         first use instead, each held every other client for 2-9 ms.  Already
         compiled ones (a broker started before in this process) cost nothing."""
         began = time.monotonic()
@@ -424,8 +424,9 @@ class Broker:
         for schema, version, direction in warm:
             if schema.compiled(version, direction):
                 continue
-            while time.monotonic() - self.last_activity < WARM_IDLE_S or \
-                    any(not c.idle for c in self.connections):
+            # Not while requests arrive (a long-poll Fetch or a parked JoinGroup
+            # waiting meanwhile holds nothing up).
+            while time.monotonic() - self.last_activity < WARM_IDLE_S:
                 await asyncio.sleep(WARM_IDLE_S)
             schema.codec(version, direction)
             compiled += 1

@@ -26,10 +26,12 @@ def join_group(ctx, request):
     if not allowed(ctx, READ, GROUP, request.group_id):
         answer = dict(join_error(ErrorCode.GROUP_AUTHORIZATION_FAILED), throttle_time_ms=0)
         return dict(answer, protocol_name="") if version < 7 else answer
+    few = len(request.protocols) <= 16  # the names of a usual member, worth sharing
     join = JoinRequest(
         group_id=request.group_id, member_id=request.member_id,
         protocol_type=shared(request.protocol_type),
-        protocols=[(shared(p.name), bytes(p.metadata)) for p in request.protocols],
+        protocols=[(shared(p.name) if few else p.name, bytes(p.metadata))
+                   for p in request.protocols],
         session_timeout_ms=request.session_timeout_ms,
         rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1
         else request.session_timeout_ms,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 import struct
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -299,10 +298,24 @@ class Group:
         return group
 
 
+_SHARED: dict[str, str] = {}
+SHARED_MAX = 4096  # strings kept for sharing, at most (each at most SHARED_CHARS long)
+SHARED_CHARS = 255
+
+
 def shared(text: str | None) -> str | None:
     """One copy of a string that many members hold alike (a client id, a host, a
-    protocol type or name), not one per member: each decoded request has its own."""
-    return None if text is None else sys.intern(text)
+    protocol type or name), not one per member: each decoded request has its own.
+    Clients choose these strings, so the strings kept for sharing are bounded in
+    number and length (``sys.intern`` never frees some Python versions' strings)."""
+    if text is None or len(text) > SHARED_CHARS:
+        return text
+    kept = _SHARED.get(text)
+    if kept is not None:
+        return kept
+    if len(_SHARED) < SHARED_MAX:
+        _SHARED[text] = text
+    return text
 
 
 def subscription_topics(metadata: bytes) -> set[str]:

@@ -46,3 +46,21 @@ def test_members_share_the_strings_they_hold_alike(tmp_path):
         assert one.protocol_type is two.protocol_type
         assert one.protocols[0][0] is two.protocols[0][0]
         assert one.protocols[0][1] == two.protocols[0][1]
+
+
+def test_the_strings_kept_for_sharing_are_bounded(monkeypatch):
+    # Clients choose these strings: a client sending new ones again and again
+    # must not grow what the broker keeps.
+    from kcoord.broker.groups import group as G
+    monkeypatch.setattr(G, "_SHARED", {})
+    monkeypatch.setattr(G, "SHARED_MAX", 3)
+    first = G.shared("".join(["client-", "a"]))
+    assert G.shared("".join(["client-", "a"])) is first
+    for name in ("b", "c", "d", "e"):
+        G.shared("client-" + name)
+    assert len(G._SHARED) == 3
+    late = "".join(["client-", "e"])
+    assert G.shared(late) is late and G.shared("".join(["client-", "e"])) is not late
+    long = "x" * (G.SHARED_CHARS + 1)
+    assert G.shared(long) is long and long not in G._SHARED
+    assert G.shared(None) is None
