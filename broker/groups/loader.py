@@ -76,8 +76,8 @@ def replay(records: Iterable[tuple[bytes, bytes | None]]) -> LoadedPartition:
     pending: dict[int, dict[bytes, tuple[bytes | None, int]]] = {}
 
     def keep(key: bytes, value, at: int) -> None:
-        if len(key) < 2:  # not even a version: unreadable
-            loaded.unreadable += 1
+        if len(key) < 2:  # not even a version: unreadable, once per key when decoded
+            latest[key] = value
             return
         if key[:2] == b"\x00\x00":
             key = b"\x00\x01" + key[2:]
@@ -112,9 +112,8 @@ def replay(records: Iterable[tuple[bytes, bytes | None]]) -> LoadedPartition:
                             held.pop(key, None)
                 elif key[0] != 0 or key[1] > 2:
                     latest.pop(key, None)
-            except IndexError:  # not even a version: unreadable
-                loaded.unreadable += 1
-                continue
+            except IndexError:  # not even a version: unreadable, counted once per key
+                pass  # (as any other key that does not decode)
             latest[key] = value
         elif isinstance(item, TxnRecords):
             held = pending.setdefault(item.producer_id, {})
