@@ -40,6 +40,23 @@ CONSUMER_PROTOCOL_TYPE = "consumer"
 _NONE: frozenset = frozenset()
 
 
+def _with(items: set | frozenset, item: str) -> set:
+    """``items`` with ``item`` added: a set of its own once not empty."""
+    if not items:
+        items = set()
+    items.add(item)
+    return items
+
+
+def _without(items: set | frozenset, item: str) -> set | frozenset:
+    """``items`` without ``item``: the shared empty set once empty."""
+    if item in items:
+        items.discard(item)
+        if not items:
+            return _NONE
+    return items
+
+
 class IllegalTransition(RuntimeError):
     pass
 
@@ -148,26 +165,16 @@ class Group:
         return member
 
     def add_pending_member(self, member_id: str) -> None:
-        if not self.pending_members:
-            self.pending_members = set()
-        self.pending_members.add(member_id)
+        self.pending_members = _with(self.pending_members, member_id)
 
     def drop_pending_member(self, member_id: str) -> None:
-        if member_id in self.pending_members:
-            self.pending_members.discard(member_id)
-            if not self.pending_members:
-                self.pending_members = _NONE
+        self.pending_members = _without(self.pending_members, member_id)
 
     def add_pending_sync(self, member_id: str) -> None:
-        if not self.pending_sync:
-            self.pending_sync = set()
-        self.pending_sync.add(member_id)
+        self.pending_sync = _with(self.pending_sync, member_id)
 
     def drop_pending_sync(self, member_id: str) -> None:
-        if member_id in self.pending_sync:
-            self.pending_sync.discard(member_id)
-            if not self.pending_sync:
-                self.pending_sync = _NONE
+        self.pending_sync = _without(self.pending_sync, member_id)
 
     def clear_pending_sync(self) -> None:
         self.pending_sync = _NONE
