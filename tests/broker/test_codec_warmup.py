@@ -95,7 +95,9 @@ def _warm_event(child) -> dict:
     raise AssertionError("the broker ended before warming its codecs")
 
 
-@pytest.mark.skipif(not launcher.supported(), reason="forking launcher: Linux only")
+@pytest.mark.skipif(
+    not launcher.supported(),
+    reason="no forking launcher here: Linux only, and off under KCOORD_EMBEDDED_FORK=0")
 def test_brokers_forked_by_a_warmed_launcher_compile_nothing(tmp_path):
     env = {**os.environ}
     seen = []

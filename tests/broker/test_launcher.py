@@ -18,7 +18,9 @@ from kcoord.broker import launcher
 from kcoord.broker.embedded import EmbeddedBroker
 from kcoord.broker.testing import Kcoord
 
-pytestmark = pytest.mark.skipif(not launcher.supported(), reason="forking launcher: Linux only")
+pytestmark = pytest.mark.skipif(
+    not launcher.supported(),
+    reason="no forking launcher here: Linux only, and off under KCOORD_EMBEDDED_FORK=0")
 
 
 def _parent(pid: int) -> int:
