@@ -77,6 +77,10 @@ class Member:
     # shell answers, or None.
     awaiting_join: Any = None
     awaiting_sync: Any = None
+    # When the member's session ends unless it is heard from (None: no session
+    # running).  One timer per group fires at its members' earliest deadline
+    # (``GroupMetadataManager.arm_session``), so that a heartbeat only moves this.
+    session_deadline: int | None = field(default=None, compare=False)
 
     def protocol_names(self) -> list[str]:
         return [name for name, _meta in self.protocols]

@@ -63,8 +63,10 @@ class GroupMetadataManager:
 
     def fire(self, key, payload, now: int) -> Outcome | None:
         kind = key[0]
+        if kind == "sessions":
+            return self._sessions_due(key[1], now)
         if kind == "session":
-            return self._session_expired(key[1], key[2], now)
+            return self._pending_member_expired(key[1], key[2], now)
         if kind == "join":
             return self._join_timer(key[1], payload, now)
         return self._pending_sync_expired(key[1], payload, now)  # "sync"
@@ -99,30 +101,67 @@ class GroupMetadataManager:
     # == timers =======================================================================
 
     def arm_session(self, group: Group, member: Member, now: int, timeout: int | None = None):
-        self.timers.schedule(("session", group.group_id, member.member_id),
-                             now + (member.session_timeout_ms if timeout is None else timeout))
+        """The member's session (re)starts: it ends at ``now`` plus its session
+        timeout (or ``timeout``).  A group's members share one timer, armed for
+        their earliest deadline: moving a deadline later (a heartbeat) touches
+        no timer, and a timer that finds nobody due arms itself for the next."""
+        when = now + (member.session_timeout_ms if timeout is None else timeout)
+        member.session_deadline = when
+        key = ("sessions", group.group_id)
+        armed = self.timers.deadline(key)
+        if armed is None or when < armed:
+            self.timers.schedule(key, when)
 
     def _cancel_session(self, group: Group, member_id: str) -> None:
-        self.timers.cancel(("session", group.group_id, member_id))
+        member = group.members.get(member_id)
+        if member is not None:
+            member.session_deadline = None
+        self.timers.cancel(("session", group.group_id, member_id))  # a pending member's
 
-    def _session_expired(self, group_id: str, member_id: str, now: int) -> Outcome | None:
+    def _sessions_due(self, group_id: str, now: int) -> Outcome | None:
+        """The group's session timer: every member whose deadline has passed
+        expires, earliest first; then the timer is armed for the next deadline."""
         group = self.classic(group_id)
         if group is None or group.state is S.DEAD:
             return None
-        if member_id in group.pending_members:
-            group.drop_pending_member(member_id)
-            log.info("group.pending_member_expired", group_id=group_id, member_id=member_id,
-                     generation=group.generation, state=group.state.value,
-                     reason="did not join again with the member id it was given "
-                            "within its session timeout")
-            if group.state is S.PREPARING_REBALANCE and group.has_all_members_joined():
-                return self._complete_join(
-                    group, now, f"pending member {member_id} expired and every member "
-                                "has joined")
-            return None
-        member = group.members.get(member_id)
-        if member is None:
-            return None
+        due = sorted((m.session_deadline, i, m) for i, m in enumerate(group.members.values())
+                     if m.session_deadline is not None and m.session_deadline <= now)
+        out = Outcome()
+        for deadline, _i, member in due:
+            # Expiring one member may end the join phase, which starts the others'
+            # sessions again (or removes them, which ends theirs): only a deadline
+            # still as it was counts.
+            if member.session_deadline != deadline:
+                continue
+            member.session_deadline = None
+            out.merge(self._session_expired(group, member, now))
+        key = ("sessions", group_id)
+        earliest = min((m.session_deadline for m in group.members.values()
+                        if m.session_deadline is not None), default=None)
+        if earliest is None:
+            self.timers.cancel(key)
+        elif self.timers.deadline(key) != earliest:
+            self.timers.schedule(key, earliest)
+        return out
+
+    def _pending_member_expired(self, group_id: str, member_id: str,
+                                now: int) -> Outcome | None:
+        group = self.classic(group_id)
+        if group is None or group.state is S.DEAD or member_id not in group.pending_members:
+            return None  # gone, or joined since: a member's session is the group's timer
+        group.drop_pending_member(member_id)
+        log.info("group.pending_member_expired", group_id=group_id, member_id=member_id,
+                 generation=group.generation, state=group.state.value,
+                 reason="did not join again with the member id it was given "
+                        "within its session timeout")
+        if group.state is S.PREPARING_REBALANCE and group.has_all_members_joined():
+            return self._complete_join(
+                group, now, f"pending member {member_id} expired and every member "
+                            "has joined")
+        return None
+
+    def _session_expired(self, group: Group, member: Member, now: int) -> Outcome | None:
+        group_id, member_id = group.group_id, member.member_id
         if not member.is_new and (member.awaiting_join is not None or
                                   member.awaiting_sync is not None):
             return None  # members waiting in a rebalance count as alive
@@ -525,7 +564,9 @@ class GroupMetadataManager:
         if group.state is S.PREPARING_REBALANCE and group.previous_state is S.EMPTY:
             group.new_member_added = True
         group.add_member(member)
-        group.drop_pending_member(member_id)
+        if member_id in group.pending_members:
+            group.drop_pending_member(member_id)
+            self.timers.cancel(("session", group.group_id, member_id))
         out = Outcome()
         self._park_join(group, member, ticket, out)
         if group.state is S.PREPARING_REBALANCE:

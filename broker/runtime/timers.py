@@ -6,9 +6,9 @@ A shard never reads the time itself and never sleeps: it is given ``now``
 
 ``Deadlines`` holds every timer (session expiry, rebalance timeout, initial
 delay, pending-member and pending-sync timeouts, offset expiry) in one heap
-keyed by what the timer is for, e.g. ``("session", group, member)``.
-Re-arming a key replaces its deadline (a heartbeat pushes a session expiry
-back) and cancelling forgets it; stale heap entries are skipped lazily, so
+keyed by what the timer is for, e.g. ``("join", group)``.
+Re-arming a key replaces its deadline (a consumer-group heartbeat pushes its
+session expiry back) and cancelling forgets it; stale heap entries are skipped lazily, so
 either costs O(log n) and nothing is scanned.  The runtime keeps one heap for
 every shard (each sees it through ``ShardTimers``), arms a single loop timer
 for ``next_deadline()`` and, when it fires, takes the due keys one at a time.

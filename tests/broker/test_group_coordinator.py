@@ -300,6 +300,51 @@ def test_a_silent_member_expires_and_the_group_rebalances(h):
     assert group.state is S.COMPLETING_REBALANCE and group.generation == 2
 
 
+def test_each_member_expires_at_its_own_deadline_under_one_timer_for_the_group(h):
+    """The members of a group share one session timer, armed for their earliest
+    deadline: heartbeats arm nothing new, and each member still expires exactly
+    when its own session timeout has passed since it was last heard from."""
+    short, t1 = h.join_new("g", session=10_000, rebalance=600_000)
+    long, t2 = h.join_new("g", session=30_000, rebalance=600_000)
+    h.advance(0)
+    h.answer(h.sync("g", 1, short, [(short, b"a"), (long, b"b")]))
+    h.settle()
+    h.answer(h.sync("g", 1, long))
+    group = h.core.groups["g"]
+    assert group.state is S.STABLE
+    sessions = [k for k in h.core.timers._armed if k[0] in ("session", "sessions")]
+    assert sessions == [("sessions", "g")]
+    heap = len(h.core.timers._heap)
+    for _ in range(50):
+        assert h.heartbeat("g", 1, long) == E.NONE
+    assert len(h.core.timers._heap) == heap  # a heartbeat moves a deadline, no timer
+    assert [k for k in h.core.timers._armed if k[0] in ("session", "sessions")] == sessions
+    h.advance(9_999)
+    assert set(group.members) == {short, long}
+    h.advance(1)  # the short session is over; the long one has 20 s to go
+    assert set(group.members) == {long} and group.state is S.PREPARING_REBALANCE
+    assert h.core.timers.deadline(("sessions", "g")) == h.now + 20_000
+    h.advance(19_999)
+    assert long in group.members
+    h.advance(1)
+    assert not group.members
+
+
+def test_a_member_whose_expiry_ends_the_join_phase_starts_the_others_sessions_again(h):
+    """Two deadlines passed when the clock is next looked at: the first member
+    expires, which ends the join phase, and the second, which had re-joined,
+    gets a new session with its generation instead of expiring too."""
+    gone, rejoined = h.stable_group("g", 2, session=10_000, rebalance=600_000)
+    newcomer, parked = h.join_new("g", session=10_000, rebalance=600_000)
+    h.advance(1_000)
+    waiting = h.join("g", rejoined, session=10_000, rebalance=600_000)
+    h.advance(20_000)  # both sessions are over by now: gone's first
+    group = h.core.groups["g"]
+    assert set(group.members) == {rejoined, newcomer}
+    assert h.answer(waiting)["generation_id"] == h.answer(parked)["generation_id"] == 2
+    assert group.state is S.COMPLETING_REBALANCE
+
+
 def test_a_new_member_has_five_minutes_to_complete_its_join():
     h = Harness()
     leader, follower = h.stable_group("g", 2, session=10_000, rebalance=600_000)
