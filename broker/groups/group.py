@@ -116,7 +116,7 @@ class Group:
     new_member_added: bool = False  # extends the initial rebalance delay (KIP-134)
     # The subscribed topics as of the start of the current generation (or the
     # load), as Kafka keeps them (ClassicGroup.initNextGeneration); None: unknown.
-    subscribed: set[str] | None = None
+    subscribed: frozenset[str] | None = None
     _support: Counter = field(default_factory=Counter)
     # Members with a parked JoinGroup, counted as they park and leave
     # (ClassicGroup.numMembersAwaitingJoinResponse): every join asks whether all
@@ -143,6 +143,8 @@ class Group:
         without a leader gets this member as its leader."""
         if not self.members:
             self.protocol_type = member.protocol_type
+        else:
+            member.protocols = self._alike(member.protocols)
         self.members[member.member_id] = member
         self._support.update(set(member.protocol_names()))
         if member.awaiting_join is not None:
@@ -185,8 +187,17 @@ class Group:
 
     def update_protocols(self, member: Member, protocols: list[tuple[str, bytes]]) -> None:
         self._support.subtract(set(member.protocol_names()))
-        member.protocols = protocols
+        member.protocols = self._alike(protocols)
         self._support.update(set(member.protocol_names()))
+
+    def _alike(self, protocols: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+        """The members of a group mostly send the same protocols and metadata
+        (one subscription): then they share one list, which is never changed in
+        place (a member's protocols are replaced whole)."""
+        first = next(iter(self.members.values()), None)
+        if first is not None and first.protocols == protocols:
+            return first.protocols
+        return protocols
 
     def rebalance_timeout_ms(self) -> int:
         """The longest rebalance timeout of the members (0 without members)."""
@@ -244,11 +255,11 @@ class Group:
 
     # -- consumer subscriptions (ClassicGroup.subscribedTopics) -------------------------------
 
-    def subscribed_topics(self) -> set[str] | None:
+    def subscribed_topics(self) -> frozenset[str] | None:
         """The topics a consumer group subscribes to; None when unknown (not a
         consumer group, no protocol selected, or unreadable metadata)."""
         if self.protocol_type == CONSUMER_PROTOCOL_TYPE and not self.members:
-            return set()
+            return frozenset()
         if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol_name is None:
             return None
         topics: set[str] = set()
@@ -263,7 +274,7 @@ class Group:
                     topics |= subscription_topics(metadata)
         except (ValueError, KeyError, struct.error, UnicodeDecodeError):
             return None
-        return topics
+        return shared_topics(topics)
 
     # -- persistence (the GroupMetadata record) -----------------------------------------------
 
@@ -309,24 +320,38 @@ class Group:
         return group
 
 
-_SHARED: dict[str, str] = {}
-SHARED_MAX = 4096  # strings kept for sharing, at most (each at most SHARED_CHARS long)
-SHARED_CHARS = 255
+_SHARED: dict[str | frozenset, str | frozenset] = {}
+SHARED_MAX = 4096  # values kept for sharing, at most
+SHARED_CHARS = 255  # the longest string kept (alone or in a set of topics)
+SHARED_TOPICS = 4  # the most topics of a subscription kept
+
+
+def _keep(value):
+    kept = _SHARED.get(value)
+    if kept is not None:
+        return kept
+    if len(_SHARED) < SHARED_MAX:
+        _SHARED[value] = value
+    return value
 
 
 def shared(text: str | None) -> str | None:
     """One copy of a string that many members hold alike (a client id, a host, a
     protocol type or name), not one per member: each decoded request has its own.
-    Clients choose these strings, so the strings kept for sharing are bounded in
-    number and length (``sys.intern`` never frees some Python versions' strings)."""
+    Clients choose these strings, so the values kept for sharing are bounded in
+    number and size (``sys.intern`` never frees some Python versions' strings)."""
     if text is None or len(text) > SHARED_CHARS:
         return text
-    kept = _SHARED.get(text)
-    if kept is not None:
-        return kept
-    if len(_SHARED) < SHARED_MAX:
-        _SHARED[text] = text
-    return text
+    return _keep(text)
+
+
+def shared_topics(topics: set[str]) -> frozenset[str]:
+    """One set of topic names for the groups that subscribe alike (most groups
+    of an application read the same few topics), bounded as ``shared``."""
+    topics = frozenset(topics)
+    if len(topics) > SHARED_TOPICS or any(len(t) > SHARED_CHARS for t in topics):
+        return topics
+    return _keep(topics)
 
 
 def subscription_topics(metadata: bytes) -> set[str]:

@@ -1,12 +1,13 @@
 """What a classic group's members hold alike (client id, host, protocol type and
-names) is held once, not once per member: each JoinGroup decodes its own copy of
-those strings, and a broker with thousands of members kept them all.  A Stable
-group holds no set of its own for pending members or syncs."""
+names, a subscription) is held once, not once per member: each JoinGroup decodes
+its own copy, and a broker with thousands of members kept them all.  Groups that
+subscribe alike share their set of topics.  A Stable group holds no set of its
+own for pending members or syncs."""
 
 from __future__ import annotations
 
 from kcoord.protocol.client import WireClient
-from tests.broker.group_harness import subscription
+from tests.broker.group_harness import Harness, subscription
 from tests.support import BrokerThread
 
 
@@ -46,6 +47,24 @@ def test_members_share_the_strings_they_hold_alike(tmp_path):
         assert one.protocol_type is two.protocol_type
         assert one.protocols[0][0] is two.protocols[0][0]
         assert one.protocols[0][1] == two.protocols[0][1]
+        assert first.subscribed == {"t"} and first.subscribed is second.subscribed
+
+
+def test_members_that_subscribe_alike_share_one_list_of_protocols():
+    h = Harness()
+    first, second = h.stable_group("g", 2)
+    group = h.core.groups["g"]
+    one, two = group.members.values()
+    assert one.protocols == two.protocols and one.protocols is two.protocols
+    # Still after a rebalance, where each joins again with a new copy.
+    h.join("g", first)
+    h.join("g", second)
+    assert group.generation == 2 and one.protocols is two.protocols
+    # A member subscribing otherwise keeps its own, and so does one that changes.
+    other, _ticket = h.join_new("g", protocols=[("range", subscription("u"))])
+    assert group.members[other].protocols == [("range", subscription("u"))]
+    assert group.members[other].protocols is not one.protocols
+    assert one.protocols == [("range", subscription("t"))]
 
 
 def test_the_strings_kept_for_sharing_are_bounded(monkeypatch):
@@ -64,3 +83,12 @@ def test_the_strings_kept_for_sharing_are_bounded(monkeypatch):
     long = "x" * (G.SHARED_CHARS + 1)
     assert G.shared(long) is long and long not in G._SHARED
     assert G.shared(None) is None
+    # Sets of topic names: only small ones, of short names, and within the bound.
+    monkeypatch.setattr(G, "_SHARED", {})
+    topics = G.shared_topics({"orders", "payments"})
+    assert G.shared_topics({"payments", "orders"}) is topics
+    many = {f"t{i}" for i in range(G.SHARED_TOPICS + 1)}
+    assert G.shared_topics(many) == many and frozenset(many) not in G._SHARED
+    assert G.shared_topics({long}) == {long} and frozenset({long}) not in G._SHARED
+    monkeypatch.setattr(G, "SHARED_MAX", 1)
+    assert G.shared_topics({"audit"}) == {"audit"} and len(G._SHARED) == 1
