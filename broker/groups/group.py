@@ -78,9 +78,11 @@ class Member:
     awaiting_join: Any = None
     awaiting_sync: Any = None
     # When the member's session ends unless it is heard from (None: no session
-    # running).  One timer per group fires at its members' earliest deadline
+    # running), and its place among deadlines of the same instant.  One timer
+    # per group fires at its members' earliest deadline
     # (``GroupMetadataManager.arm_session``), so that a heartbeat only moves this.
     session_deadline: int | None = field(default=None, compare=False)
+    session_seq: int = field(default=0, compare=False)
 
     def protocol_names(self) -> list[str]:
         return [name for name, _meta in self.protocols]
@@ -320,18 +322,19 @@ class Group:
         return group
 
 
-_SHARED: dict[str | frozenset, str | frozenset] = {}
-SHARED_MAX = 4096  # values kept for sharing, at most
+_SHARED: dict[str, str] = {}
+_SHARED_TOPICS: dict[frozenset, frozenset] = {}  # apart: sets never crowd out strings
+SHARED_MAX = 4096  # values kept for sharing in each table, at most
 SHARED_CHARS = 255  # the longest string kept (alone or in a set of topics)
 SHARED_TOPICS = 4  # the most topics of a subscription kept
 
 
-def _keep(value):
-    kept = _SHARED.get(value)
+def _keep(value, table: dict):
+    kept = table.get(value)
     if kept is not None:
         return kept
-    if len(_SHARED) < SHARED_MAX:
-        _SHARED[value] = value
+    if len(table) < SHARED_MAX:
+        table[value] = value
     return value
 
 
@@ -342,7 +345,7 @@ def shared(text: str | None) -> str | None:
     number and size (``sys.intern`` never frees some Python versions' strings)."""
     if text is None or len(text) > SHARED_CHARS:
         return text
-    return _keep(text)
+    return _keep(text, _SHARED)
 
 
 def shared_topics(topics: set[str]) -> frozenset[str]:
@@ -351,7 +354,7 @@ def shared_topics(topics: set[str]) -> frozenset[str]:
     topics = frozenset(topics)
     if len(topics) > SHARED_TOPICS or any(len(t) > SHARED_CHARS for t in topics):
         return topics
-    return _keep(topics)
+    return _keep(topics, _SHARED_TOPICS)
 
 
 def subscription_topics(metadata: bytes) -> set[str]:

@@ -106,11 +106,13 @@ class GroupMetadataManager:
         their earliest deadline: moving a deadline later (a heartbeat) touches
         no timer, and a timer that finds nobody due arms itself for the next."""
         when = now + (member.session_timeout_ms if timeout is None else timeout)
+        seq = self.timers.next_seq()
         member.session_deadline = when
+        member.session_seq = seq
         key = ("sessions", group.group_id)
         armed = self.timers.deadline(key)
         if armed is None or when < armed:
-            self.timers.schedule(key, when)
+            self.timers.schedule(key, when, seq=seq)
 
     def _cancel_session(self, group: Group, member_id: str) -> None:
         member = group.members.get(member_id)
@@ -119,30 +121,40 @@ class GroupMetadataManager:
         self.timers.cancel(("session", group.group_id, member_id))  # a pending member's
 
     def _sessions_due(self, group_id: str, now: int) -> Outcome | None:
-        """The group's session timer: every member whose deadline has passed
-        expires, earliest first; then the timer is armed for the next deadline."""
+        """The group's session timer: the members whose deadlines have passed
+        expire, earliest first, as far as no other timer's deadline comes
+        before theirs (that one fires first, as it would with a timer per
+        member); then the timer is armed for the next deadline."""
         group = self.classic(group_id)
         if group is None or group.state is S.DEAD:
             return None
-        due = sorted((m.session_deadline, i, m) for i, m in enumerate(group.members.values())
+        due = sorted((m.session_deadline, m.session_seq, m) for m in group.members.values()
                      if m.session_deadline is not None and m.session_deadline <= now)
         out = Outcome()
-        for deadline, _i, member in due:
-            # Expiring one member may end the join phase, which starts the others'
-            # sessions again (or removes them, which ends theirs): only a deadline
-            # still as it was counts.
-            if member.session_deadline != deadline:
-                continue
-            member.session_deadline = None
-            out.merge(self._session_expired(group, member, now))
-        key = ("sessions", group_id)
-        earliest = min((m.session_deadline for m in group.members.values()
+        try:
+            for deadline, seq, member in due:
+                # Expiring one member may end the join phase, which starts the
+                # others' sessions again (or removes them, which ends theirs):
+                # only a session still as it was counts.
+                if member.session_deadline is None or member.session_seq != seq:
+                    continue
+                following = self.timers.peek()
+                if following is not None and following < (deadline, seq):
+                    break
+                member.session_deadline = None
+                out.merge(self._session_expired(group, member, now))
+        finally:  # even if one expiry failed, the others' sessions still run
+            self._arm_sessions(group)
+        return out
+
+    def _arm_sessions(self, group: Group) -> None:
+        key = ("sessions", group.group_id)
+        earliest = min(((m.session_deadline, m.session_seq) for m in group.members.values()
                         if m.session_deadline is not None), default=None)
         if earliest is None:
             self.timers.cancel(key)
-        elif self.timers.deadline(key) != earliest:
-            self.timers.schedule(key, earliest)
-        return out
+        else:
+            self.timers.schedule(key, earliest[0], seq=earliest[1])
 
     def _pending_member_expired(self, group_id: str, member_id: str,
                                 now: int) -> Outcome | None:
@@ -916,6 +928,7 @@ class GroupMetadataManager:
             self._cancel_session(group, member_id)
         self.timers.cancel(("join", group.group_id))
         self.timers.cancel(("sync", group.group_id))
+        self.timers.cancel(("sessions", group.group_id))
 
     def unload(self) -> Outcome:
         """The broker stops: parked requests are answered NOT_COORDINATOR, as

@@ -71,10 +71,14 @@ class Deadlines:
     def __contains__(self, key: Hashable) -> bool:
         return key in self._armed
 
-    def schedule(self, key: Hashable, when: int, payload: Any = None) -> None:
-        """Arm ``key`` for ``when``, replacing any deadline it had."""
-        seq = self._next_seq
-        self._next_seq += 1
+    def schedule(self, key: Hashable, when: int, payload: Any = None,
+                 seq: int | None = None) -> None:
+        """Arm ``key`` for ``when``, replacing any deadline it had.  ``seq`` (from
+        ``next_seq``) places it among deadlines at the same instant as if armed
+        then: a timer standing for several deadlines (a group's sessions) keeps
+        each one's place."""
+        if seq is None:
+            seq = self.next_seq()
         self._armed[key] = (when, seq, payload)
         heapq.heappush(self._heap, (when, seq, key))
         if len(self._heap) > 2 * len(self._armed) + 64:
@@ -90,6 +94,17 @@ class Deadlines:
     def next_deadline(self) -> int | None:
         self._drop_stale()
         return self._heap[0][0] if self._heap else None
+
+    def next_seq(self) -> int:
+        """A place in the order of deadlines armed at the same instant."""
+        seq = self._next_seq
+        self._next_seq += 1
+        return seq
+
+    def peek(self) -> tuple[int, int] | None:
+        """``(when, seq)`` of the deadline that comes up next, or None."""
+        self._drop_stale()
+        return self._heap[0][:2] if self._heap else None
 
     def pop_due(self, now: int) -> list[tuple[Hashable, Any]]:
         """Every key due at ``now`` (deadline <= now), earliest first; they are disarmed."""
@@ -150,8 +165,15 @@ class ShardTimers:
     def __contains__(self, key: Hashable) -> bool:
         return (self._partition, key) in self._deadlines
 
-    def schedule(self, key: Hashable, when: int, payload: Any = None) -> None:
-        self._deadlines.schedule((self._partition, key), when, payload)
+    def schedule(self, key: Hashable, when: int, payload: Any = None,
+                 seq: int | None = None) -> None:
+        self._deadlines.schedule((self._partition, key), when, payload, seq)
+
+    def next_seq(self) -> int:
+        return self._deadlines.next_seq()
+
+    def peek(self) -> tuple[int, int] | None:
+        return self._deadlines.peek()
 
     def cancel(self, key: Hashable) -> bool:
         return self._deadlines.cancel((self._partition, key))

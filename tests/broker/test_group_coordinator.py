@@ -345,6 +345,63 @@ def test_a_member_whose_expiry_ends_the_join_phase_starts_the_others_sessions_ag
     assert group.state is S.COMPLETING_REBALANCE
 
 
+def test_a_late_look_at_the_clock_fires_sessions_and_the_join_timer_in_deadline_order(h):
+    """One timer stands for the members' sessions, yet their deadlines keep their
+    place among the group's other timers: with the clock looked at only after a
+    static member's session, the join phase that ended 1 ms before it keeps it."""
+    dynamic, t1 = h.join_new("g", session=6_000, rebalance=15_000)
+    static = h.join("g", instance="b", session=15_001, rebalance=15_000)
+    h.advance(0)
+    static_id = h.answer(static)["member_id"]
+    h.answer(h.sync("g", 1, dynamic, [(dynamic, b"a"), (static_id, b"b")]))
+    h.settle()
+    h.answer(h.sync("g", 1, static_id, instance="b"))
+    newcomer, parked = h.join_new("g", session=10_000, rebalance=15_000)  # join timer: 15 s
+    h.advance(15_001)  # the dynamic member's session, the join timer, then the static's
+    group = h.core.groups["g"]
+    assert set(group.members) == {static_id, newcomer}
+    assert group.generation == 2 and h.answer(parked)["generation_id"] == 2
+
+
+def test_a_session_and_the_join_timer_at_the_same_instant_fire_in_the_order_armed(h):
+    """A newcomer's join timeout and the rebalance timeout end together: its
+    session was armed first, so it expires first, and the join phase then ends
+    without it (the others, which never joined again, go too)."""
+    leader, follower = h.stable_group("g", 2, session=10_000, rebalance=300_000)
+    newcomer, parked = h.join_new("g", session=10_000, rebalance=300_000)
+    for _ in range(NEW_MEMBER_JOIN_TIMEOUT_MS // 9_000):
+        h.advance(9_000)
+        assert h.heartbeat("g", 1, leader) == h.heartbeat("g", 1, follower) == \
+            E.REBALANCE_IN_PROGRESS
+    # 1 ms before: the group's session timer is armed for the newcomer's
+    # deadline, the instant of the join timer, which was armed after it.
+    h.advance(NEW_MEMBER_JOIN_TIMEOUT_MS % 9_000 - 1)
+    assert h.answer(parked) is None
+    h.advance(1)
+    assert h.answer(parked)["error_code"] == E.UNKNOWN_MEMBER_ID
+    group = h.core.groups["g"]
+    assert not group.members and group.state is S.EMPTY
+
+
+def test_an_expiry_that_fails_leaves_the_other_members_sessions_running(h, monkeypatch):
+    first, second = h.stable_group("g", 2, session=10_000)
+    membership = h.core.membership
+    expire = membership._session_expired
+    calls = []
+
+    def failing_once(group, member, now):
+        calls.append(member.member_id)
+        if len(calls) == 1:
+            raise RuntimeError("an expiry that fails")
+        return expire(group, member, now)
+
+    monkeypatch.setattr(membership, "_session_expired", failing_once)
+    with pytest.raises(RuntimeError):
+        h.advance(10_000)
+    h.advance(0)  # the runtime logs the failure and goes on; the other one expires
+    assert calls == [first, second] and second not in h.core.groups["g"].members
+
+
 def test_a_new_member_has_five_minutes_to_complete_its_join():
     h = Harness()
     leader, follower = h.stable_group("g", 2, session=10_000, rebalance=600_000)

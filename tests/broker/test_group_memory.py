@@ -84,11 +84,12 @@ def test_the_strings_kept_for_sharing_are_bounded(monkeypatch):
     assert G.shared(long) is long and long not in G._SHARED
     assert G.shared(None) is None
     # Sets of topic names: only small ones, of short names, and within the bound.
-    monkeypatch.setattr(G, "_SHARED", {})
+    # (a table of their own: subscriptions never crowd out the strings)
+    monkeypatch.setattr(G, "_SHARED_TOPICS", {})
     topics = G.shared_topics({"orders", "payments"})
-    assert G.shared_topics({"payments", "orders"}) is topics
+    assert G.shared_topics({"payments", "orders"}) is topics and len(G._SHARED) == 3
     many = {f"t{i}" for i in range(G.SHARED_TOPICS + 1)}
-    assert G.shared_topics(many) == many and frozenset(many) not in G._SHARED
-    assert G.shared_topics({long}) == {long} and frozenset({long}) not in G._SHARED
+    assert G.shared_topics(many) == many and frozenset(many) not in G._SHARED_TOPICS
+    assert G.shared_topics({long}) == {long} and frozenset({long}) not in G._SHARED_TOPICS
     monkeypatch.setattr(G, "SHARED_MAX", 1)
-    assert G.shared_topics({"audit"}) == {"audit"} and len(G._SHARED) == 1
+    assert G.shared_topics({"audit"}) == {"audit"} and len(G._SHARED_TOPICS) == 1
