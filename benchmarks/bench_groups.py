@@ -24,7 +24,8 @@ Figures per broker:
 kcoord only:
 
 * memory per 1,000 groups of 3 members (the broker's resident set before and
-  after, every group Stable);
+  after, every group Stable), and the Python objects an in-process broker holds
+  for them (``tracemalloc``: without what the process's allocator keeps besides);
 * start-up replay of a ``__consumer_offsets`` partition holding 1M records
   (100k in quick mode): from process start to the ``groups.loaded`` event;
 * the worst wait of another client while the 8 connections commit (in a run
@@ -469,6 +470,40 @@ def _memory_per_1000_groups(port: int, pid: int) -> float:
     return (after - before) * 1000 / MEMORY_GROUPS
 
 
+_MAKE_GROUPS = """
+import sys
+from benchmarks.bench_groups import _stable_group
+bootstrap, count = sys.argv[1], int(sys.argv[2])
+for g in range(count):
+    for client, _m, _g in _stable_group(bootstrap, f"memory-{g}", 3, assignment=b"\\x00" * 40):
+        client.close()
+"""
+
+
+def _live_memory_per_1000_groups() -> float:
+    """KiB of Python objects an in-process broker holds per 1,000 Stable groups of
+    3 members (``tracemalloc``: what the broker keeps alive, without what its
+    process's allocator holds besides; the groups are made by another process)."""
+    import gc
+    import tracemalloc
+
+    from kcoord.broker.embedded import EmbeddedBroker
+    with EmbeddedBroker() as broker:
+        subprocess.run([sys.executable, "-c", _MAKE_GROUPS, broker.bootstrap, "1"],
+                       cwd=Path(__file__).resolve().parent.parent, check=True)
+        gc.collect()
+        tracemalloc.start()
+        try:
+            subprocess.run([sys.executable, "-c", _MAKE_GROUPS, broker.bootstrap,
+                            str(MEMORY_GROUPS)], cwd=Path(__file__).resolve().parent.parent,
+                           check=True)
+            gc.collect()
+            held = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+    return held / 1024 * 1000 / MEMORY_GROUPS
+
+
 def offsets_log(data_dir: str, records: int) -> None:
     """``__consumer_offsets`` partition 0 of ``data_dir`` holding ``records`` commit records
     (1,000 groups x 10 partitions, committed again and again, 500 per batch)."""
@@ -591,6 +626,9 @@ def run() -> None:
         print(line)
     print(f"  memory per 1,000 groups of 3 members: {memory / 1024:.1f} MiB "
           f"(measured over {MEMORY_GROUPS:,} groups)")
+    print(f"  Python objects held per 1,000 groups of 3 members: "
+          f"{_live_memory_per_1000_groups() / 1024:.1f} MiB (tracemalloc, an in-process "
+          f"broker; goal for memory: under 3 MiB)")
     seconds, records, _ = _replay_seconds()
     _, _, replay_wait = _replay_seconds(probed=True)
     print(f"  start-up replay of {records:,} __consumer_offsets records: {seconds:.2f} s "
