@@ -131,20 +131,22 @@ class GroupMetadataManager:
         due = sorted((m.session_deadline, m.session_seq, m) for m in group.members.values()
                      if m.session_deadline is not None and m.session_deadline <= now)
         out = Outcome()
-        try:
-            for deadline, seq, member in due:
-                # Expiring one member may end the join phase, which starts the
-                # others' sessions again (or removes them, which ends theirs):
-                # only a session still as it was counts.
-                if member.session_deadline is None or member.session_seq != seq:
-                    continue
-                following = self.timers.peek()
-                if following is not None and following < (deadline, seq):
-                    break
-                member.session_deadline = None
+        for deadline, seq, member in due:
+            # Expiring one member may end the join phase, which starts the
+            # others' sessions again (or removes them, which ends theirs):
+            # only a session still as it was counts.
+            if member.session_deadline is None or member.session_seq != seq:
+                continue
+            following = self.timers.peek()
+            if following is not None and following < (deadline, seq):
+                break
+            member.session_deadline = None
+            try:
                 out.merge(self._session_expired(group, member, now))
-        finally:  # even if one expiry failed, the others' sessions still run
-            self._arm_sessions(group)
+            except Exception:  # as a timer of its own would: the others still expire
+                log.exception("group.session_expiry_failed", group_id=group_id,
+                              member_id=member.member_id, generation=group.generation)
+        self._arm_sessions(group)
         return out
 
     def _arm_sessions(self, group: Group) -> None:

@@ -77,8 +77,9 @@ class Deadlines:
         ``next_seq``) places it among deadlines at the same instant as if armed
         then: a timer standing for several deadlines (a group's sessions) keeps
         each one's place."""
+        fresh = self.next_seq()  # moves mark() on, which says "scheduled since"
         if seq is None:
-            seq = self.next_seq()
+            seq = fresh
         self._armed[key] = (when, seq, payload)
         heapq.heappush(self._heap, (when, seq, key))
         if len(self._heap) > 2 * len(self._armed) + 64:

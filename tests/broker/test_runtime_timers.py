@@ -37,6 +37,22 @@ def test_re_arming_replaces_and_cancelling_forgets():
     assert key not in d and d.pop_due(10_000) == []
 
 
+def test_a_deadline_armed_with_an_earlier_place_keeps_it_and_still_counts_as_new():
+    """A timer standing for another's deadline (a group's sessions) is armed with
+    that one's place: it comes before what was armed after it at the same
+    instant, and ``mark`` still moves, so a check of the next deadline knows
+    something was armed since."""
+    d = Deadlines()
+    place = d.next_seq()  # a member's session, armed first
+    d.schedule(("join", "g"), 500)
+    mark = d.mark()
+    d.schedule(("sessions", "g"), 500, seq=place)
+    assert d.mark() > mark
+    assert d.peek() == (500, place)
+    assert d.pop_due(500) == [(("sessions", "g"), None), (("join", "g"), None)]
+    assert d.peek() is None
+
+
 def test_many_re_arms_keep_the_heap_small_and_the_order_right():
     rng = random.Random(7)
     d = Deadlines()
