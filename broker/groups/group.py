@@ -194,11 +194,11 @@ class Group:
 
     def _alike(self, protocols: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
         """The members of a group mostly send the same protocols and metadata
-        (one subscription): then they share one list, which is never changed in
-        place (a member's protocols are replaced whole)."""
-        first = next(iter(self.members.values()), None)
-        if first is not None and first.protocols == protocols:
-            return first.protocols
+        (one subscription): then they share the leader's list, which is never
+        changed in place (a member's protocols are replaced whole)."""
+        leader = self.members.get(self.leader_id) if self.leader_id is not None else None
+        if leader is not None and leader.protocols == protocols:
+            return leader.protocols
         return protocols
 
     def rebalance_timeout_ms(self) -> int:
