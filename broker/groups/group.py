@@ -12,7 +12,8 @@ import enum
 import struct
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
 from kcoord.protocol.wire import decode_utf8
 
@@ -38,6 +39,9 @@ CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 _NONE: frozenset = frozenset()
+# Static members are rare: a group has this shared, read-only empty mapping
+# until its first one joins, and again once the last one leaves.
+_NO_STATIC: Mapping[str, str] = MappingProxyType({})
 
 
 def _with(items: set | frozenset, item: str) -> set:
@@ -109,7 +113,8 @@ class Group:
     leader_id: str | None = None
     current_state_timestamp: int = -1
     members: dict[str, Member] = field(default_factory=dict)
-    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    static_members: dict[str, str] | Mapping[str, str] = field(
+        default_factory=lambda: _NO_STATIC)  # instance id -> member id
     # Member ids given out and not yet joined with (KIP-394), and members whose
     # SyncGroup is awaited: empty most of the time, so a shared empty set until
     # one is added (``add_pending_member`` ...), and again once emptied.
@@ -147,11 +152,15 @@ class Group:
             self.protocol_type = member.protocol_type
         else:
             member.protocols = self._alike(member.protocols)
+        member.rebalance_timeout_ms = shared_number(member.rebalance_timeout_ms)
+        member.session_timeout_ms = shared_number(member.session_timeout_ms)
         self.members[member.member_id] = member
         self._support.update(set(member.protocol_names()))
         if member.awaiting_join is not None:
             self._joined += 1
         if member.group_instance_id is not None:
+            if self.static_members is _NO_STATIC:
+                self.static_members = {}
             self.static_members[member.group_instance_id] = member.member_id
         if self.leader_id is None:
             self.leader_id = member.member_id
@@ -166,6 +175,8 @@ class Group:
         if member.group_instance_id is not None and \
                 self.static_members.get(member.group_instance_id) == member_id:
             del self.static_members[member.group_instance_id]
+            if not self.static_members:
+                self.static_members = _NO_STATIC
         self.drop_pending_sync(member_id)
         if self.leader_id == member_id:
             # Kafka takes an arbitrary remaining member; the oldest one here.
@@ -261,7 +272,7 @@ class Group:
         """The topics a consumer group subscribes to; None when unknown (not a
         consumer group, no protocol selected, or unreadable metadata)."""
         if self.protocol_type == CONSUMER_PROTOCOL_TYPE and not self.members:
-            return frozenset()
+            return _NONE
         if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol_name is None:
             return None
         topics: set[str] = set()
@@ -324,6 +335,7 @@ class Group:
 
 _SHARED: dict[str, str] = {}
 _SHARED_TOPICS: dict[frozenset, frozenset] = {}  # apart: sets never crowd out strings
+_SHARED_NUMBERS: dict[int, int] = {}  # and numbers apart too
 SHARED_MAX = 4096  # values kept for sharing in each table, at most
 SHARED_CHARS = 255  # the longest string kept (alone or in a set of topics)
 SHARED_TOPICS = 4  # the most topics of a subscription kept
@@ -346,6 +358,13 @@ def shared(text: str | None) -> str | None:
     if text is None or len(text) > SHARED_CHARS:
         return text
     return _keep(text, _SHARED)
+
+
+def shared_number(number: int) -> int:
+    """One object for a number that many members hold alike (their session and
+    rebalance timeouts): an int past 256 is an object of its own per decoded
+    request.  Bounded as ``shared``."""
+    return _keep(number, _SHARED_NUMBERS)
 
 
 def shared_topics(topics: set[str]) -> frozenset[str]:

@@ -28,7 +28,7 @@ from kcoord.broker.groups.common import (
     map_write_error,
     sync_answer,
 )
-from kcoord.broker.groups.group import Group, GroupState, Member
+from kcoord.broker.groups.group import Group, GroupState, Member, shared_number
 from kcoord.broker.runtime.outcome import Outcome, Write
 from kcoord.protocol import group_records as G
 from kcoord.protocol.errors import ErrorCode as E
@@ -564,8 +564,8 @@ class GroupMetadataManager:
                  group_instance_id=member.group_instance_id, generation=group.generation,
                  state=group.state.value, reason=reason, client_reason=req.reason)
         group.update_protocols(member, list(req.protocols))
-        member.rebalance_timeout_ms = req.rebalance_timeout_ms
-        member.session_timeout_ms = req.session_timeout_ms
+        member.rebalance_timeout_ms = shared_number(req.rebalance_timeout_ms)
+        member.session_timeout_ms = shared_number(req.session_timeout_ms)
         out = Outcome()
         self._park_join(group, member, ticket, out)
         return out.merge(self._rebalance_or_complete(group, reason, now))
@@ -614,8 +614,8 @@ class GroupMetadataManager:
         self.arm_session(group, member, now)
         old = (list(member.protocols), member.rebalance_timeout_ms, member.session_timeout_ms)
         group.update_protocols(member, list(req.protocols))
-        member.rebalance_timeout_ms = req.rebalance_timeout_ms
-        member.session_timeout_ms = req.session_timeout_ms
+        member.rebalance_timeout_ms = shared_number(req.rebalance_timeout_ms)
+        member.session_timeout_ms = shared_number(req.session_timeout_ms)
         self._park_join(group, member, ticket, out)
         log.info("group.static_member_replaced", group_id=group.group_id,
                  group_instance_id=req.group_instance_id, old_member_id=old_id,

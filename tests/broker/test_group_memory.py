@@ -1,8 +1,9 @@
 """What a classic group's members hold alike (client id, host, protocol type and
 names, a subscription) is held once, not once per member: each JoinGroup decodes
 its own copy, and a broker with thousands of members kept them all.  Groups that
-subscribe alike share their set of topics.  A Stable group holds no set of its
-own for pending members or syncs."""
+subscribe alike share their set of topics, members their timeouts.  A Stable
+group holds no set of its own for pending members or syncs, nor a mapping of
+static members while it has none."""
 
 from __future__ import annotations
 
@@ -48,6 +49,10 @@ def test_members_share_the_strings_they_hold_alike(tmp_path):
         assert one.protocols[0][0] is two.protocols[0][0]
         assert one.protocols[0][1] == two.protocols[0][1]
         assert first.subscribed == {"t"} and first.subscribed is second.subscribed
+        # Each request decodes its own 30,000: one object is kept for both.
+        assert one.session_timeout_ms == two.session_timeout_ms == 30_000
+        assert one.session_timeout_ms is two.session_timeout_ms
+        assert one.rebalance_timeout_ms is two.rebalance_timeout_ms
 
 
 def test_members_that_subscribe_alike_share_one_list_of_protocols():
@@ -65,6 +70,55 @@ def test_members_that_subscribe_alike_share_one_list_of_protocols():
     assert group.members[other].protocols == [("range", subscription("u"))]
     assert group.members[other].protocols is not one.protocols
     assert one.protocols == [("range", subscription("t"))]
+
+
+def test_a_group_without_static_members_holds_no_mapping_of_its_own():
+    h = Harness()
+    h.stable_group("a", 2)
+    h.stable_group("b", 1)
+    a, b = h.core.groups["a"], h.core.groups["b"]
+    assert a.static_members == {} and a.static_members is b.static_members
+    # The shared one is read-only: a bug writing into it cannot reach other groups.
+    try:
+        a.static_members["i"] = "m"
+    except TypeError:
+        pass
+    assert b.static_members == {}
+    # A static member gives its group a mapping of its own, until it leaves.
+    ticket = h.join("a", instance="i1")
+    h.advance(30_000)
+    static = h.answer(ticket)["member_id"]
+    assert a.static_members == {"i1": static} and b.static_members == {}
+    assert h.leave("a", (static, "i1", None))[0] == 0
+    assert a.static_members == {} and a.static_members is b.static_members
+    # Renewed: the next static member has a mapping of its own again.
+    ticket = h.join("a", instance="i2")
+    h.advance(30_000)
+    assert a.static_members == {"i2": h.answer(ticket)["member_id"]}
+    assert b.static_members == {}
+
+
+def test_empty_consumer_groups_share_their_empty_subscription():
+    h = Harness()
+    for group in ("a", "b"):
+        [member] = h.stable_group(group, 1)
+        h.leave(group, member)
+    a, b = h.core.groups["a"], h.core.groups["b"]
+    assert a.state.value == b.state.value == "Empty"
+    assert a.subscribed_topics() == frozenset()
+    assert a.subscribed_topics() is b.subscribed_topics()
+
+
+def test_the_numbers_kept_for_sharing_are_bounded(monkeypatch):
+    from kcoord.broker.groups import group as G
+    monkeypatch.setattr(G, "_SHARED_NUMBERS", {})
+    monkeypatch.setattr(G, "SHARED_MAX", 2)
+    first = G.shared_number(int("45000"))
+    assert G.shared_number(int("45000")) is first
+    G.shared_number(int("30000"))
+    late = int("60000")
+    assert G.shared_number(late) is late and len(G._SHARED_NUMBERS) == 2
+    assert G.shared_number(int("60000")) is not late
 
 
 def test_the_strings_kept_for_sharing_are_bounded(monkeypatch):
