@@ -582,14 +582,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # What _handler_errors does, written out: this runs for every request.
         try:
             result = reg.handler(ctx, request)
+            if type(result) is Later:  # a coordinator's answer to come (a commit, a join)
+                return _Encoding(self, result, schema, api_version, correlation_id, flexible)
             if type(result) is dict or not inspect.isawaitable(result):
                 return self._encode(schema, api_version, correlation_id, flexible, result)
         except CloseConnection:
             raise
         except Exception:
             self._handler_failed(schema, api_version)
-        if type(result) is Later:
-            return _Encoding(self, result, schema, api_version, correlation_id, flexible)
         return self._encode_later(result, schema, api_version, correlation_id, flexible)
 
     def _serve_timed(self, ctx, reg, schema, api_version, correlation_id, flexible, request):
