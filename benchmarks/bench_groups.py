@@ -24,8 +24,12 @@ Figures per broker:
 kcoord only:
 
 * memory per 1,000 groups of 3 members (the broker's resident set before and
-  after, every group Stable), and the Python objects an in-process broker holds
-  for them (``tracemalloc``: without what the process's allocator keeps besides);
+  after, every group still Stable with its 3 members after), and the Python
+  objects an in-process broker holds for them (``tracemalloc``: without what
+  the process's allocator keeps besides); both measured once a group in each
+  ``__consumer_offsets`` partition has written to it (what a partition's log
+  costs once is not a group's; the resident set that first pass took is
+  printed beside);
 * start-up replay of a ``__consumer_offsets`` partition holding 1M records
   (100k in quick mode): from process start to the ``groups.loaded`` event;
 * the worst wait of another client while the 8 connections commit (in a run
@@ -469,11 +473,11 @@ def _memory_per_1000_groups(port: int, pid: int) -> tuple[float, float]:
     """KiB of broker memory per 1,000 Stable groups of 3 members, each member
     with a 40-byte assignment (the broker's resident set before and after), once
     every ``__consumer_offsets`` partition has been written to (what a partition
-    costs once is not a group's); and the KiB that took (a group in each of
-    the 50 partitions)."""
+    costs once is not a group's); and the KiB that first pass took (the
+    partitions' logs and those groups)."""
     bootstrap = f"127.0.0.1:{port}"
     start = _rss_kib(pid)
-    _make_groups(bootstrap, _warm_names())
+    _make_groups(bootstrap, _warm_names(PARTITIONS_FOR_MEMORY))
     before = _rss_kib(pid)
     names = [f"memory-{g}" for g in range(MEMORY_GROUPS)]
     _make_groups(bootstrap, names)
@@ -482,7 +486,10 @@ def _memory_per_1000_groups(port: int, pid: int) -> tuple[float, float]:
     return (after - before) * 1000 / MEMORY_GROUPS, before - start
 
 
-def _warm_names(partitions: int = 50) -> list[str]:
+PARTITIONS_FOR_MEMORY = 50  # offsets.topic.num.partitions of the brokers measured
+
+
+def _warm_names(partitions: int) -> list[str]:
     """A group name for each ``__consumer_offsets`` partition."""
     from kcoord.broker.groups.placement import coordinator_partition
     names: dict[int, str] = {}
@@ -506,7 +513,10 @@ def _check_stable(bootstrap: str, names: list[str]) -> None:
     client = WireClient.to(bootstrap)
     try:
         for start in range(0, len(names), 200):
-            answer = client.call(15, 0, {"groups": names[start:start + 200]})
+            asked = names[start:start + 200]
+            answer = client.call(15, 0, {"groups": asked})
+            if [g["group_id"] for g in answer["groups"]] != asked:
+                raise RuntimeError("memory bench: DescribeGroups did not describe every group")
             for g in answer["groups"]:
                 if g["group_state"] != "Stable" or len(g["members"]) != 3:
                     raise RuntimeError(f"memory bench: {g['group_id']} is {g['group_state']} "
@@ -515,11 +525,13 @@ def _check_stable(bootstrap: str, names: list[str]) -> None:
         client.close()
 
 
+# argv: bootstrap, then "warm" (a group in each __consumer_offsets partition) or a count.
 _MAKE_GROUPS = """
 import sys
-from benchmarks.bench_groups import _make_groups, _warm_names
-bootstrap, count = sys.argv[1], int(sys.argv[2])
-_make_groups(bootstrap, _warm_names() if count == 0 else [f"memory-{g}" for g in range(count)])
+from benchmarks.bench_groups import PARTITIONS_FOR_MEMORY, _make_groups, _warm_names
+bootstrap, what = sys.argv[1], sys.argv[2]
+_make_groups(bootstrap, _warm_names(PARTITIONS_FOR_MEMORY) if what == "warm"
+             else [f"memory-{g}" for g in range(int(what))])
 """
 
 
@@ -533,7 +545,7 @@ def _live_memory_per_1000_groups() -> float:
 
     from kcoord.broker.embedded import EmbeddedBroker
     with EmbeddedBroker() as broker:
-        subprocess.run([sys.executable, "-c", _MAKE_GROUPS, broker.bootstrap, "0"],
+        subprocess.run([sys.executable, "-c", _MAKE_GROUPS, broker.bootstrap, "warm"],
                        cwd=Path(__file__).resolve().parent.parent, check=True)
         gc.collect()
         tracemalloc.start()
@@ -670,12 +682,12 @@ def run() -> None:
                 line += f" {name}       n/a"
         print(line)
     print(f"  memory per 1,000 groups of 3 members: {memory / 1024:.1f} MiB "
-          f"(resident set, measured over {MEMORY_GROUPS:,} groups; before them, a first group "
-          f"in each of the 50 __consumer_offsets partitions took {partitions_memory / 1024:.1f} "
-          f"MiB)")
+          f"(resident set, measured over {MEMORY_GROUPS:,} groups; before them, a group in each "
+          f"of the {PARTITIONS_FOR_MEMORY} __consumer_offsets partitions, their logs and those "
+          f"groups took {partitions_memory / 1024:.1f} MiB)")
     print(f"  Python objects held per 1,000 groups of 3 members: "
           f"{_live_memory_per_1000_groups() / 1024:.1f} MiB (tracemalloc, an in-process "
-          f"broker; goal for memory: under 3 MiB)")
+          f"broker, also after a group in each partition; goal for memory: under 3 MiB)")
     seconds, records, _ = _replay_seconds()
     _, _, replay_wait = _replay_seconds(probed=True)
     print(f"  start-up replay of {records:,} __consumer_offsets records: {seconds:.2f} s "

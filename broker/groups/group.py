@@ -12,8 +12,7 @@ import enum
 import struct
 from collections import Counter
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from kcoord.protocol.wire import decode_utf8
 
@@ -39,9 +38,27 @@ CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 _NONE: frozenset = frozenset()
-# Static members are rare: a group has this shared, read-only empty mapping
-# until its first one joins, and again once the last one leaves.
-_NO_STATIC: Mapping[str, str] = MappingProxyType({})
+
+
+class _NoStaticMembers(dict):
+    """Static members are rare: a group holds this one shared empty mapping until
+    its first static member joins, and again once the last one leaves.  It
+    refuses writes (one into it would reach every group), and copies and
+    pickles as itself."""
+
+    __slots__ = ()
+
+    def _refuse(self, *_args, **_kwargs):
+        raise TypeError("the shared empty mapping of static members is read-only")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    pop = popitem = setdefault = update = clear = _refuse
+
+    def __reduce__(self):
+        return "_NO_STATIC"
+
+
+_NO_STATIC: dict[str, str] = _NoStaticMembers()
 
 
 def _with(items: set | frozenset, item: str) -> set:
@@ -113,7 +130,7 @@ class Group:
     leader_id: str | None = None
     current_state_timestamp: int = -1
     members: dict[str, Member] = field(default_factory=dict)
-    static_members: dict[str, str] | Mapping[str, str] = field(
+    static_members: dict[str, str] = field(
         default_factory=lambda: _NO_STATIC)  # instance id -> member id
     # Member ids given out and not yet joined with (KIP-394), and members whose
     # SyncGroup is awaited: empty most of the time, so a shared empty set until

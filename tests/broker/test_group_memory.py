@@ -7,6 +7,12 @@ static members while it has none."""
 
 from __future__ import annotations
 
+import copy
+import json
+import pickle
+
+import pytest
+
 from kcoord.protocol.client import WireClient
 from tests.broker.group_harness import Harness, subscription
 from tests.support import BrokerThread
@@ -79,11 +85,14 @@ def test_a_group_without_static_members_holds_no_mapping_of_its_own():
     a, b = h.core.groups["a"], h.core.groups["b"]
     assert a.static_members == {} and a.static_members is b.static_members
     # The shared one is read-only: a bug writing into it cannot reach other groups.
-    try:
-        a.static_members["i"] = "m"
-    except TypeError:
-        pass
+    for write in (lambda m: m.__setitem__("i", "m"), lambda m: m.update(i="m"),
+                  lambda m: m.setdefault("i", "m")):
+        with pytest.raises(TypeError):
+            write(a.static_members)
     assert b.static_members == {}
+    # A group copies and pickles as any other (the copy shares the empty mapping).
+    assert pickle.loads(pickle.dumps(b)).static_members is b.static_members
+    assert copy.deepcopy(b) == b and json.dumps(b.static_members) == "{}"
     # A static member gives its group a mapping of its own, until it leaves.
     ticket = h.join("a", instance="i1")
     h.advance(30_000)
