@@ -1,9 +1,39 @@
 """kafka-python against the session's kcoord broker: a group of two consumers
 shares a topic's partitions, and what they commit is what the broker holds."""
 
+import threading
 import time
 
 from kafka import KafkaConsumer, KafkaProducer
+
+
+class _Polling(threading.Thread):
+    """One consumer polled by a thread of its own, as applications run them.
+    kafka-python joins and syncs inside ``poll()``: two consumers polled in turn
+    by one thread leave each outside ``poll()`` while the other polls, and a
+    round completed then can be dropped and the group rebalances again and
+    again (on Apache Kafka too, under its 3 s initial rebalance delay)."""
+
+    def __init__(self, consumer: KafkaConsumer):
+        super().__init__(daemon=True)
+        self.consumer = consumer
+        self.seen: list[bytes] = []
+        self.commit_now = threading.Event()
+        self.committed = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            deadline = time.monotonic() + 120  # bounded, whatever the test does
+            while time.monotonic() < deadline and not self.commit_now.is_set():
+                for records in self.consumer.poll(timeout_ms=50).values():
+                    self.seen.extend(r.value for r in records)
+            if self.commit_now.is_set():
+                self.consumer.commit()
+                self.committed.set()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+            self.committed.set()
 
 
 def test_two_consumers_share_the_partitions_and_commit(kcoord):
@@ -13,42 +43,40 @@ def test_two_consumers_share_the_partitions_and_commit(kcoord):
                                auto_offset_reset="earliest", enable_auto_commit=False,
                                heartbeat_interval_ms=200)
                  for _ in range(2)]
-    seen = []
+    pollers = [_Polling(consumer) for consumer in consumers]
+    for poller in pollers:
+        poller.start()
+    try:
+        # bounded in time (Kafka's defaults delay a new group's first rebalance by 3 s)
+        kcoord.wait_for_group(group, members=2, state="Stable", timeout=60)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(c.assignment() for c in consumers):
+            time.sleep(0.05)
+        assignment = kcoord.assignment(group)
+        assert sorted(p for owned in assignment.values() for p in owned) == \
+            [(topic, p) for p in range(4)]
+        assert sorted(len(owned) for owned in assignment.values()) == [2, 2]
 
-    def poll_both():
+        producer = KafkaProducer(bootstrap_servers=kcoord.bootstrap)
+        for i in range(8):
+            producer.send(topic, f"payment-{i}".encode(), partition=i % 4)
+        producer.flush(10)
+        producer.close()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and sum(len(p.seen) for p in pollers) < 8:
+            time.sleep(0.05)
+        for poller in pollers:
+            poller.commit_now.set()
+        for poller in pollers:
+            assert poller.committed.wait(30) and poller.error is None, poller.error
+        assert sorted(v for p in pollers for v in p.seen) == \
+            sorted(f"payment-{i}".encode() for i in range(8))
+        assert kcoord.committed(group) == {(topic, p): 2 for p in range(4)}
+        assert kcoord.lag(group) == {(topic, p): 0 for p in range(4)}
+    finally:
+        for poller in pollers:
+            poller.commit_now.set()
+            poller.join(30)
         for consumer in consumers:
-            for records in consumer.poll(timeout_ms=50).values():
-                seen.extend(r.value for r in records)
-
-    # bounded in time (Kafka's defaults delay a new group's first rebalance by 3 s):
-    # kafka-python joins and rebalances inside poll()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        poll_both()
-        described = kcoord.describe_group(group)
-        if described["group_state"] == "Stable" and len(described["members"]) == 2 \
-                and all(consumer.assignment() for consumer in consumers):
-            break
-    assignment = kcoord.assignment(group)
-    assert sorted(p for owned in assignment.values() for p in owned) == \
-        [(topic, p) for p in range(4)]
-    assert sorted(len(owned) for owned in assignment.values()) == [2, 2]
-
-    producer = KafkaProducer(bootstrap_servers=kcoord.bootstrap)
-    for i in range(8):
-        producer.send(topic, f"payment-{i}".encode(), partition=i % 4)
-    producer.flush(10)
-    producer.close()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        poll_both()
-        if len(seen) == 8:
-            break
-    for consumer in consumers:
-        consumer.commit()
-    assert sorted(seen) == sorted(f"payment-{i}".encode() for i in range(8))
-    assert kcoord.committed(group) == {(topic, p): 2 for p in range(4)}
-    assert kcoord.lag(group) == {(topic, p): 0 for p in range(4)}
-    for consumer in consumers:
-        consumer.close()
+            consumer.close()
     kcoord.wait_for_group(group, members=0, state="Empty")
