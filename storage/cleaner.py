@@ -46,11 +46,12 @@ from kcoord.protocol.records import (
     DELETE_HORIZON_FLAG,
     LOG_APPEND_TIME,
     RECORD_BATCH_OVERHEAD,
-    Record,
     batch_header,
+    batch_payload,
     build_batch,
-    decode_batch,
+    decode_records_fast,
     empty_batch,
+    record_keys,
 )
 from kcoord.storage import producer_load
 from kcoord.storage.files import fsync_dir
@@ -223,9 +224,11 @@ def _build_offset_map(segments, first_dirty: int, aborted=None) -> dict:
                 continue
             if aborted is not None and aborted(header):
                 continue
-            for record in decode_batch(data, verify=False).records:
-                if record.key is not None and record.offset >= first_dirty:
-                    offset_map[record.key] = record.offset
+            base = header.base_offset
+            payload = batch_payload(data, header=header)
+            for delta, key, _tombstone in record_keys(payload, header.records_count):
+                if key is not None and base + delta >= first_dirty:
+                    offset_map[key] = base + delta
     return offset_map
 
 
@@ -280,23 +283,30 @@ def _fill_cleaned(plog, group, offset_map, now: int, stats: CleanStats, out: Log
             if txn is not None:
                 out.txn_index.append(*txn)
             continue
-        batch = decode_batch(data, verify=False)
-        stats.records_read += len(batch.records)
-        horizon = batch.delete_horizon_ms
-        kept: list[Record] = []
-        dropped = aborted is not None and aborted(header)  # an aborted transaction's data
-        for record in () if dropped else batch.records:
-            if record.key is None:
-                continue
-            latest = offset_map.get(record.key)
-            if latest is not None and record.offset < latest:
-                continue
-            if record.value is None and horizon is not None and now >= horizon:
-                continue
-            kept.append(record)
+        # Decided on keys and offsets alone; the records are decoded only when
+        # the batch is rebuilt from some of them.
+        base = header.base_offset
+        payload = batch_payload(data, header=header)
+        keys = record_keys(payload, header.records_count)
+        stats.records_read += len(keys)
+        horizon = header.delete_horizon_ms
+        kept: list[int] = []  # indexes into keys
+        has_tombstones = False
+        if not (aborted is not None and aborted(header)):  # an aborted transaction's data goes
+            get = offset_map.get
+            for i, (delta, key, tombstone) in enumerate(keys):
+                if key is None:
+                    continue
+                latest = get(key)
+                if latest is not None and base + delta < latest:
+                    continue
+                if tombstone:
+                    if horizon is not None and now >= horizon:
+                        continue
+                    has_tombstones = True
+                kept.append(i)
         stats.records_kept += len(kept)
-        has_tombstones = any(r.value is None for r in kept)
-        if len(kept) == len(batch.records) and (not has_tombstones or horizon is not None):
+        if len(kept) == len(keys) and (not has_tombstones or horizon is not None):
             out.append(data, header.last_offset, header.max_timestamp, header.last_offset)
             if has_tombstones:
                 horizon_min = _min(horizon_min, horizon)
@@ -320,8 +330,12 @@ def _fill_cleaned(plog, group, offset_map, now: int, stats: CleanStats, out: Log
             new_horizon = horizon if horizon is not None else now + plog.config.delete_retention_ms
             horizon_min = _min(horizon_min, new_horizon)
         log_append = header.timestamp_type == LOG_APPEND_TIME
+        records = decode_records_fast(payload, header.records_count, base,
+                                      header.base_timestamp,
+                                      header.max_timestamp if log_append else None)
+        kept_records = [records[i] for i in kept]
         new = build_batch(
-            kept,
+            kept_records,
             base_offset=header.base_offset,
             compression_type=header.compression,
             timestamp_type=header.timestamp_type,
@@ -334,7 +348,7 @@ def _fill_cleaned(plog, group, offset_map, now: int, stats: CleanStats, out: Log
             max_timestamp=header.max_timestamp if log_append else None,
             delete_horizon_ms=new_horizon,
         )
-        max_ts = header.max_timestamp if log_append else max(r.timestamp for r in kept)
+        max_ts = header.max_timestamp if log_append else max(r.timestamp for r in kept_records)
         out.append(new, header.last_offset, max_ts, header.last_offset)
     out.on_become_inactive()
     out.flush()

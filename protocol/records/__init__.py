@@ -63,6 +63,7 @@ from kcoord.protocol.records.decode import (
     decode_batch,
     decode_records_fast,
     key_values,
+    record_keys,
     walk_records,
 )
 from kcoord.protocol.records.build import (
@@ -126,6 +127,7 @@ __all__ = [
     "decode_batch",
     "decode_records_fast",
     "key_values",
+    "record_keys",
     "walk_records",
     "assemble_batch",
     "build_batch",

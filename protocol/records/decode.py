@@ -12,6 +12,7 @@ from kcoord.protocol.records.format import (
     CorruptRecordError,
     LOG_APPEND_TIME,
     RECORD_BATCH_OVERHEAD,
+    BatchHeader,
     Record,
     RecordBatch,
     _parse_record,
@@ -274,9 +275,74 @@ def key_values(data: bytes, count: int) -> list[tuple[bytes | None, bytes | None
     return out
 
 
-def batch_payload(buf, pos: int = 0, size: int | None = None) -> bytes:
-    """The decompressed record bytes of the v2 batch at ``pos``."""
-    header = batch_header(buf, pos)
+def record_keys(data: bytes, count: int) -> list[tuple[int, bytes | None, bool]]:
+    """``(offset delta, key, is a tombstone)`` of each record of a decompressed
+    batch: what compaction decides by, without a ``Record`` per record (most
+    batches it reads are dropped or copied whole, never rebuilt).  Varints of
+    one byte and record and value lengths of two are read inline."""
+    zz = _zigzag_at
+    out = []
+    append = out.append
+    pos = 0
+    end = len(data)
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                length, pos = (b >> 1) ^ -(b & 1), pos + 2
+            else:
+                length, pos = zz(data, pos)
+            stop = pos + length
+            if length < 0 or stop > end:
+                raise CorruptRecordError("record length exceeds the batch")
+            pos += 1  # attributes
+            b = data[pos]
+            pos = pos + 1 if b < 0x80 else zz(data, pos, 63)[1]  # timestamp delta
+            b = data[pos]
+            if b < 0x80:
+                delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                delta, pos = zz(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                n, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                n, pos = zz(data, pos)
+            if n >= 0:
+                key = data[pos : pos + n]
+                pos += n
+            else:
+                key = None
+            b = data[pos]
+            if b < 0x80:
+                n, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                n, pos = (b >> 1) ^ -(b & 1), pos + 2
+            else:
+                n, pos = zz(data, pos)
+            if n > 0:
+                pos += n
+            if pos >= stop:  # the header count is still to come
+                raise CorruptRecordError("record length does not match its content")
+            append((delta, key, n < 0))
+            pos = stop
+    except IndexError:
+        raise CorruptRecordError("truncated record") from None
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} bytes after the last record")
+    return out
+
+
+def batch_payload(buf, pos: int = 0, size: int | None = None, *,
+                  header: BatchHeader | None = None) -> bytes:
+    """The decompressed record bytes of the v2 batch at ``pos`` (``header``: its
+    header, when the caller has read it already)."""
+    if header is None:
+        header = batch_header(buf, pos)
     if size is None:
         size = header.size
     raw = bytes(memoryview(buf)[pos + RECORD_BATCH_OVERHEAD : pos + size])

@@ -437,6 +437,50 @@ def test_key_value_walk_of_garbage_fails_cleanly_or_agrees(junk, count):
     assert walked == [(r.key, r.value) for r in decoded]
 
 
+
+def _keys_of(records, base_offset):
+    return [(r.offset - base_offset, r.key, r.value is None) for r in records]
+
+
+@settings(max_examples=100, deadline=None)
+@given(raw=record_lists)
+def test_the_compaction_walk_agrees_with_the_record_decoder(raw):
+    """Compaction decides by offset, key and tombstone; they are the decoder's."""
+    data = R.build_batch(_records(raw), base_offset=5)
+    header = R.batch_header(data)
+    payload = R.batch_payload(data, header=header)
+    assert payload == R.batch_payload(data)
+    assert R.record_keys(payload, header.records_count) == \
+        _keys_of(R.decode_batch(data).records, 5)
+
+
+def test_the_compaction_walk_agrees_past_one_byte_varints():
+    # Offset deltas of 64 and more, records and values of 64 bytes and more and
+    # of 8 KiB and more (two- and three-byte lengths), null keys, tombstones.
+    records = [Record(None, 1_700_000_000_000 + i, None if i % 7 == 0 else b"k%d" % i,
+                      None if i % 5 == 0 else b"v" * (i * 37 % 9000)) for i in range(300)]
+    data = R.build_batch(records, base_offset=5, compression_type=compression.GZIP)
+    header = R.batch_header(data)
+    walked = R.record_keys(R.batch_payload(data, header=header), header.records_count)
+    assert walked == _keys_of(R.decode_batch(data).records, 5)
+    assert walked[299] == (299, b"k299", False) and walked[295] == (295, b"k295", True)
+    assert walked[294] == (294, None, False)
+
+
+@given(st.binary(max_size=200), st.integers(0, 5))
+def test_the_compaction_walk_of_garbage_fails_cleanly_or_agrees(junk, count):
+    """Garbage is refused with CorruptRecordError (no other exception); what is
+    accepted has the decoder's offsets, keys and tombstones."""
+    try:
+        walked = R.record_keys(junk, count)
+    except R.CorruptRecordError:
+        return
+    try:
+        decoded = R.decode_records_fast(junk, count, 0, 0, None)
+    except R.CorruptRecordError:
+        return  # rejected for its headers only
+    assert walked == _keys_of(decoded, 0)
+
 # --- the direct batch encoder against the construct declarations ----------------------
 
 
