@@ -14,7 +14,8 @@ from kcoord.broker.groups.consumer_group import ConsumerGroup
 from kcoord.broker.groups.group import Group
 from kcoord.broker.groups.offsets import OffsetAndMetadata, OffsetStore
 from kcoord.protocol import group_records as G
-from kcoord.protocol.records import batch_header, batch_payload, key_values
+from kcoord.protocol.records import CorruptRecordError, batch_header, batch_payload, key_values
+from kcoord.protocol.records.decode import _zigzag_at
 from kcoord.storage.producer_load import marker_of
 from kcoord.storage.producer_state import COMMIT
 
@@ -28,6 +29,17 @@ class TxnRecords:
     def __init__(self, producer_id: int, records: list):
         self.producer_id = producer_id
         self.records = records
+
+
+class PlainBatch:
+    """The records of a batch outside transactions, still encoded: the replay
+    walks them and folds each in the same pass (``_fold_plain``)."""
+
+    __slots__ = ("payload", "count")
+
+    def __init__(self, payload: bytes, count: int):
+        self.payload = payload
+        self.count = count
 
 
 class TxnMarker:
@@ -60,10 +72,12 @@ class LoadedPartition:
         return {"groups": len(self.groups), "records": self.records}
 
 
-def replay(records: Iterable[tuple[bytes, bytes | None]]) -> LoadedPartition:
+def replay(records: Iterable) -> LoadedPartition:
     """Rebuild the groups and offsets of one ``__consumer_offsets`` partition from
     its records, in log order: the last record of a key wins, tombstones remove
-    (GroupMetadataManager.loadGroupsAndOffsets).  Pure: safe in a worker thread."""
+    (GroupMetadataManager.loadGroupsAndOffsets).  ``records``: what
+    ``offsets_batches`` gives, or (key, value) tuples in the place of a
+    ``PlainBatch``.  Pure: safe in a worker thread."""
     loaded = LoadedPartition()
     # The last record of each key is all that counts: keep the raw bytes of the
     # last one per key (no decoding), then decode only those.  Offset-commit keys
@@ -94,7 +108,9 @@ def replay(records: Iterable[tuple[bytes, bytes | None]]) -> LoadedPartition:
 
     count = 0  # records so far: the place of the current one in the log
     for item in records:
-        if type(item) is tuple:
+        if type(item) is PlainBatch:
+            count = _fold_plain(item.payload, item.count, latest, order, pending, count)
+        elif type(item) is tuple:
             # keep(key, value, count) written out: this runs for every record.
             # A record outside transactions is the newest of its key, so the
             # check of an older transactional offset never applies here.
@@ -191,13 +207,23 @@ def plain_records(plog):
         header = batch_header(data, 0)
         if header.is_control:
             continue
-        yield from key_values(batch_payload(data, 0, header.size), header.records_count)
+        yield from key_values(batch_payload(data, header=header), header.records_count)
 
 
 def offsets_records(plog):
     """Every (key, value) of a ``__consumer_offsets`` log, in order; the records
     of a transactional batch as one ``TxnRecords``, an end marker as a
     ``TxnMarker``."""
+    for item in offsets_batches(plog):
+        if type(item) is PlainBatch:
+            yield from key_values(item.payload, item.count)
+        else:
+            yield item
+
+
+def offsets_batches(plog):
+    """``offsets_records`` with the records of a batch outside transactions
+    still encoded, as one ``PlainBatch``: what the replay reads."""
     for data in plog.verified_batches():
         header = batch_header(data, 0)
         if header.is_control:
@@ -206,12 +232,87 @@ def offsets_records(plog):
                 if marker is not None:
                     yield TxnMarker(header.producer_id, marker[0] == COMMIT)
             continue
-        records = key_values(batch_payload(data, 0, header.size), header.records_count)
+        payload = batch_payload(data, header=header)
         if header.is_transactional and header.producer_id >= 0:
-            yield TxnRecords(header.producer_id, list(records))
+            yield TxnRecords(header.producer_id, key_values(payload, header.records_count))
         else:
-            yield from records
+            yield PlainBatch(payload, header.records_count)
+
+
+def _fold_plain(data: bytes, records: int, latest: dict, order: dict, pending: dict,
+                count: int) -> int:
+    """The ``records`` records of a batch outside transactions (its decompressed
+    ``data``) walked and folded into ``latest`` and ``order`` in one pass: the
+    tuple step of ``replay`` written out inside ``key_values``'s walk, as
+    1M records at start-up make both the hot loop.  Returns ``count`` past them;
+    raises ``CorruptRecordError`` where ``key_values`` would."""
+    zz = _zigzag_at
+    pos = 0
+    end = len(data)
+    try:
+        for _ in range(records):
+            b = data[pos]
+            if b < 0x80:
+                length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                length, pos = (b >> 1) ^ -(b & 1), pos + 2
+            else:
+                length, pos = zz(data, pos)
+            stop = pos + length
+            if length < 0 or stop > end:
+                raise CorruptRecordError("record length exceeds the batch")
+            pos += 1  # attributes
+            b = data[pos]
+            pos = pos + 1 if b < 0x80 else zz(data, pos, 63)[1]  # timestamp delta
+            b = data[pos]
+            if b < 0x80:  # offset delta
+                pos += 1
+            else:
+                pos = pos + 2 if data[pos + 1] < 0x80 else zz(data, pos)[1]
+            b = data[pos]
+            if b < 0x80:
+                n, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                n, pos = zz(data, pos)
+            if n >= 0:
+                key = data[pos : pos + n]
+                pos += n
+            else:
+                key = None
+            b = data[pos]
+            if b < 0x80:
+                n, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                n, pos = zz(data, pos)
+            if n >= 0:
+                value = data[pos : pos + n]
+                pos += n
+            else:
+                value = None
+            if pos >= stop:  # the header count is still to come
+                raise CorruptRecordError("record length does not match its content")
+            pos = stop
+            count += 1
+            if key is None:
+                continue
+            if len(key) > 1:
+                if key[0] == 0 and key[1] < 2:
+                    if key[1] == 0:
+                        key = b"\x00\x01" + key[2:]
+                    order[key] = count
+                    if value is None and pending:
+                        for held in pending.values():
+                            held.pop(key, None)
+                elif key[0] != 0 or key[1] > 2:
+                    latest.pop(key, None)
+            latest[key] = value
+    except IndexError:
+        raise CorruptRecordError("truncated record") from None
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} bytes after the last record")
+    return count
 
 
 def load_partition(plog) -> LoadedPartition:
-    return replay(offsets_records(plog))
+    return replay(offsets_batches(plog))

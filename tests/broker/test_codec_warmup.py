@@ -81,6 +81,47 @@ def test_warming_waits_while_clients_are_served(cold_codecs, tmp_path):
         assert _compiled() == len(codecs_to_warm())
 
 
+def test_warming_waits_for_the_groups_to_load(cold_codecs, tmp_path, monkeypatch):
+    """The replay of ``__consumer_offsets`` at start runs in a worker thread; a
+    codec compiled on the loop meanwhile would take the interpreter from it."""
+    import threading
+
+    from kcoord.broker.groups import service
+
+    with BrokerThread(tmp_path) as node:  # a committed offset to replay at the next start
+        with WireClient("127.0.0.1", node.port) as client:
+            client.call(19, 4, {"topics": [{"name": "t", "num_partitions": 1,
+                                            "replication_factor": 1, "assignments": [],
+                                            "configs": []}],
+                                "timeout_ms": 5000, "validate_only": False})
+            answer = client.call(8, 2, {
+                "group_id": "replayed", "generation_id_or_member_epoch": -1, "member_id": "",
+                "retention_time_ms": -1, "topics": [{"name": "t", "partitions": [
+                    {"partition_index": 0, "committed_offset": 5,
+                     "committed_metadata": ""}]}]})
+            assert answer["topics"][0]["partitions"][0]["error_code"] == 0
+    gate = threading.Event()
+    real = service.load_partition
+
+    def slow(plog):
+        assert gate.wait(30)
+        return real(plog)
+
+    monkeypatch.setattr(service, "load_partition", slow)
+    before = _compiled()  # those the first broker's client used
+    try:
+        with BrokerThread(tmp_path, own_process=True) as node:
+            time.sleep(0.3)  # ample for dozens of compilations
+            assert node.call(_compiled) == before < len(codecs_to_warm())
+            assert not node.call(lambda: node.broker.codecs_warm.is_set())
+            gate.set()
+            assert node.call(lambda: node.broker.groups.loaded.wait()) is True
+            assert node.call(lambda: node.broker.codecs_warm.wait()) is True
+            assert _compiled() == len(codecs_to_warm())
+    finally:
+        gate.set()
+
+
 def _warm_event(child) -> dict:
     """The ``broker.codecs_warm`` event of a forked ``kcoord serve`` (debug level)."""
     deadline = time.monotonic() + 60

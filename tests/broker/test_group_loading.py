@@ -87,17 +87,139 @@ def test_groups_of_a_loading_partition_wait_and_the_rest_are_served(make_broker,
         gate.set()
 
 
+def _batch(pairs):
+    """``pairs`` as the replay reads them from the log: one encoded batch."""
+    from kcoord.broker.groups.loader import PlainBatch
+    from kcoord.protocol.records import batch_header, batch_payload, build_keyed_batch
+    data = build_keyed_batch(pairs, base_offset=0, timestamp=1)
+    header = batch_header(data)
+    return PlainBatch(batch_payload(data, header=header), header.records_count)
+
+
 @pytest.mark.parametrize("garbage", [b"\x00\x01\xff", b"\x00\x02", b"", b"\x00", b"\x07"])
-@pytest.mark.parametrize("transactional", [False, True])
+@pytest.mark.parametrize("transactional", [False, True, "batch"])
 def test_an_unreadable_record_costs_itself_not_its_partition(garbage, transactional):
     from kcoord.protocol import group_records as G
     from kcoord.broker.groups.loader import TxnMarker, TxnRecords, replay
     good = (G.offset_commit_key("g", "t", 0), G.offset_commit_value(7, "", 1))
     bad = (garbage, b"\x00\x03junk")
-    records = [TxnRecords(5, [bad]), TxnMarker(5, commit=True)] if transactional else [bad]
+    if transactional == "batch":
+        records = [_batch([bad, bad, good])]
+    else:
+        records = [TxnRecords(5, [bad]), TxnMarker(5, commit=True)] if transactional else [bad]
     loaded = replay(records * 2 + [good])
     assert loaded.unreadable == 1  # once per key, as the last record of a key counts
     assert loaded.offsets["g"][("t", 0)].offset == 7
+
+
+def _summary(loaded):
+    return (loaded.offsets, loaded.written_at, loaded.pending_txn, loaded.records,
+            loaded.skipped, loaded.unreadable,
+            [(g, group.generation, group.protocol_name) for g, group in loaded.groups.items()],
+            list(loaded.consumer_groups))  # in the order of their last record
+
+
+def _record_strategy():
+    from hypothesis import strategies as st
+    from kcoord.protocol import group_records as G
+    groups, topics = ["a", "b"], ["t"]
+    offset_key = st.builds(G.offset_commit_key, st.sampled_from(groups), st.sampled_from(topics),
+                           st.integers(0, 2))
+    old_key = offset_key.map(lambda k: b"\x00\x00" + k[2:])  # key v0, the same as v1
+    meta_key = st.sampled_from(groups).map(G.group_metadata_key)
+    meta_value = st.builds(lambda gen: G.group_metadata_value({
+        "protocol_type": "consumer", "generation": gen, "protocol": "range", "leader": "m",
+        "current_state_timestamp": 1, "members": []}), st.integers(0, 5))
+    commit = st.builds(G.offset_commit_value, st.integers(0, 100), st.just(""),
+                       st.integers(1, 10))
+    # a consumer group record (key version 3): its key moves to the end when
+    # written again, so a group deleted and made again comes back last
+    cg_key = st.sampled_from(groups).map(
+        lambda g: G.consumer_group_key(G.CONSUMER_GROUP_METADATA, g))
+    cg_value = st.integers(1, 5).map(
+        lambda epoch: G.consumer_group_value(G.CONSUMER_GROUP_METADATA, {"epoch": epoch}))
+    return st.one_of(
+        st.tuples(st.one_of(offset_key, old_key), st.one_of(commit, st.none(), st.just(b""))),
+        st.tuples(meta_key, st.one_of(meta_value, st.none())),
+        st.tuples(cg_key, st.one_of(cg_value, st.none())),
+        st.tuples(st.sampled_from([None, b"", b"\x00", b"\x07", b"\x00\x09xx"]),
+                  st.one_of(st.none(), st.just(b"\x00\x03junk"))))
+
+
+def _log_strategy():
+    from hypothesis import strategies as st
+    from kcoord.broker.groups.loader import TxnMarker, TxnRecords
+    records = _record_strategy()
+    plain = st.lists(records, min_size=1, max_size=6).map(lambda pairs: ("plain", pairs))
+    txn = st.builds(lambda pid, pairs: ("txn", TxnRecords(pid, pairs)), st.integers(1, 2),
+                    st.lists(records, min_size=1, max_size=3))
+    marker = st.builds(lambda pid, commit: ("marker", TxnMarker(pid, commit)),
+                       st.integers(1, 2), st.booleans())
+    return st.lists(st.one_of(plain, txn, marker), max_size=12)
+
+
+def _replay_both(items):
+    from kcoord.broker.groups.loader import replay
+    one_by_one, batched = [], []
+    for kind, item in items:
+        if kind == "plain":
+            one_by_one.extend(item)
+            batched.append(_batch(item))
+        else:
+            one_by_one.append(item)
+            batched.append(item)
+    return replay(one_by_one), replay(batched)
+
+
+def test_a_batch_is_replayed_as_its_records_one_by_one():
+    """The replay folds a batch outside transactions while walking its bytes;
+    what it builds is what the records given one by one build: offsets (keys v0
+    and v1 as one), tombstones, group metadata, unreadable keys, the order
+    transactions compare against, transactional offsets a tombstone drops."""
+    from hypothesis import given, settings
+
+    @settings(max_examples=300, deadline=None)
+    @given(_log_strategy())
+    def check(items):
+        expected, got = _replay_both(items)
+        assert _summary(got) == _summary(expected)
+
+    check()
+
+
+def test_a_batch_past_one_byte_varints_is_replayed_as_its_records_one_by_one():
+    # Offset deltas of 64 and more and records of 64 bytes and more (two-byte
+    # varints), values of 8 KiB and more (three), in one batch.
+    from kcoord.protocol import group_records as G
+    pairs = [(G.offset_commit_key(f"g{i % 5}", "t", i % 7),
+              G.offset_commit_value(i, "m" * (i * 61 % 9000), i)) for i in range(300)]
+    items = [("plain", pairs)]
+    expected, got = _replay_both(items)
+    assert _summary(got) == _summary(expected)
+    assert got.offsets["g4"][("t", 3)].offset == 269 and got.records == 300
+
+
+def _shorter_first(payload: bytes) -> bytes:
+    """The first record's length one byte short and the second's one byte long:
+    the batch's total is right, the first record's fields run past its end."""
+    first = payload[0] >> 1
+    second_at = 1 + first
+    second = payload[second_at] >> 1
+    return (bytes([(first - 1) << 1]) + payload[1:second_at]
+            + bytes([(second + 1) << 1]) + payload[second_at + 1:])
+
+
+def test_a_damaged_batch_fails_the_load_instead_of_replaying_part_of_it():
+    from kcoord.broker.groups.loader import PlainBatch, replay
+    from kcoord.protocol import group_records as G
+    from kcoord.protocol.records import CorruptRecordError
+    whole = _batch([(G.offset_commit_key("g", "t", 0), G.offset_commit_value(7, "", 1))] * 2)
+    for damaged in (PlainBatch(whole.payload[:-1], 2), PlainBatch(whole.payload + b"\x00", 2),
+                    PlainBatch(whole.payload, 3), PlainBatch(b"\x7f" + whole.payload[1:], 2),
+                    PlainBatch(_shorter_first(whole.payload), 2)):
+        with pytest.raises(CorruptRecordError):
+            replay([damaged])
+    assert replay([whole]).offsets["g"][("t", 0)].offset == 7
 
 
 def test_a_transaction_committed_after_a_newer_plain_commit_keeps_the_newer_offset():
