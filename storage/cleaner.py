@@ -43,6 +43,7 @@ from dataclasses import dataclass
 import structlog
 
 from kcoord.protocol.records import (
+    CorruptRecordError,
     DELETE_HORIZON_FLAG,
     LOG_APPEND_TIME,
     RECORD_BATCH_OVERHEAD,
@@ -214,6 +215,17 @@ class _Aborted:
                                     for first, last in ranges)
 
 
+def _payload(data: bytes, header) -> bytes:
+    """The decompressed records of a batch; a codec's failure is a corrupt batch,
+    as ``decode_batch`` reports it."""
+    try:
+        return batch_payload(data, header=header)
+    except CorruptRecordError:
+        raise
+    except (ValueError, OSError) as exc:
+        raise CorruptRecordError(f"undecodable records: {exc}") from exc
+
+
 def _build_offset_map(segments, first_dirty: int, aborted=None) -> dict:
     offset_map: dict = {}
     for seg in segments:
@@ -225,7 +237,7 @@ def _build_offset_map(segments, first_dirty: int, aborted=None) -> dict:
             if aborted is not None and aborted(header):
                 continue
             base = header.base_offset
-            payload = batch_payload(data, header=header)
+            payload = _payload(data, header)
             for delta, key, _tombstone in record_keys(payload, header.records_count):
                 if key is not None and base + delta >= first_dirty:
                     offset_map[key] = base + delta
@@ -286,7 +298,7 @@ def _fill_cleaned(plog, group, offset_map, now: int, stats: CleanStats, out: Log
         # Decided on keys and offsets alone; the records are decoded only when
         # the batch is rebuilt from some of them.
         base = header.base_offset
-        payload = batch_payload(data, header=header)
+        payload = _payload(data, header)
         keys = record_keys(payload, header.records_count)
         stats.records_read += len(keys)
         horizon = header.delete_horizon_ms

@@ -435,16 +435,22 @@ class CoordinatorRuntime:
     async def _load_all(self, partitions: list[int]) -> None:
         began = time.monotonic()
         totals: collections.Counter = collections.Counter()
-        for partition in partitions:
-            plog = self.broker.logs.get(self.topic, partition)
-            try:
-                loaded = await self.loop.run_in_executor(None, self._load, plog)
-            except Exception as exc:
-                self._load_failed(partition, plog, exc)
-                continue
-            totals.update(loaded.counts())
-            self._activate(partition, loaded)
-        self.loaded.set()
+        try:
+            for partition in partitions:
+                plog = self.broker.logs.get(self.topic, partition)
+                try:
+                    loaded = await self.loop.run_in_executor(None, self._load, plog)
+                    # A shard that cannot take over what was replayed fails its
+                    # partition alone: the others still load.
+                    self._activate(partition, loaded)
+                except Exception as exc:
+                    self._load_failed(partition, plog, exc)
+                    continue
+                totals.update(loaded.counts())
+        finally:
+            # What waits for the loads (transaction markers for this log, the
+            # codecs' warm-up) goes on, whatever happened to them.
+            self.loaded.set()
         if self.failed:
             self.log.error(f"{self.name}.partitions_not_served", partitions=self.failed,
                            reason="their logs could not be loaded: their requests are "
@@ -459,6 +465,7 @@ class CoordinatorRuntime:
         damage, so serving the rest would answer from older state, and writes
         acknowledged after the damage would be cut by the next recovery."""
         self.state[partition] = PartitionState.FAILED
+        self.shards.pop(partition, None)  # one that could not take over: its timers lapse
         if isinstance(exc, CorruptLogError):
             self.log.error(f"{self.name}.load_failed", partition=partition, offset=exc.offset,
                            segment=segment_name(exc.segment), position=exc.position,

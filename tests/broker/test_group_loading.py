@@ -320,3 +320,38 @@ def test_deleting_a_topic_drops_its_committed_offsets_in_every_group(make_broker
     assert again.call(lambda: again.broker.groups.loaded.wait())
     with WireClient.to(again.bootstrap) as client:
         assert [t["name"] for t in _fetch(client, "g1")["topics"]] == ["kept"]
+
+
+def test_a_shard_that_fails_to_take_over_its_replay_fails_its_partition_alone(
+        make_broker, tmp_path, monkeypatch):
+    from kcoord.broker.groups.coordinator import GroupCoordinator
+    data = tmp_path / "data"
+    first = make_broker(data)
+    failing = "failing"
+    other = next(g for g in (f"kept-{i}" for i in range(100))
+                 if coordinator_partition(g, 50) != coordinator_partition(failing, 50))
+    with WireClient.to(first.bootstrap) as client:
+        client.call(19, 4, {"topics": [{"name": "loaded", "num_partitions": 1,
+                                        "replication_factor": 1, "assignments": [],
+                                        "configs": []}],
+                            "timeout_ms": 5000, "validate_only": False})
+        for group in (failing, other):
+            assert _commit(client, group, 42)["topics"][0]["partitions"][0]["error_code"] == 0
+    first.stop()
+    real = GroupCoordinator.install
+
+    def install(self, loaded, now):
+        if self.partition == coordinator_partition(failing, 50):
+            raise RuntimeError("cannot take over")
+        return real(self, loaded, now)
+
+    monkeypatch.setattr(GroupCoordinator, "install", install)
+    node = make_broker(data)
+    assert node.call(lambda: node.broker.groups.loaded.wait()) is True
+    with WireClient.to(node.bootstrap) as client:
+        assert _fetch(client, failing)["error_code"] == 16  # NOT_COORDINATOR
+        fetched = _fetch(client, other)
+        assert fetched["error_code"] == 0
+        assert fetched["topics"][0]["partitions"][0]["committed_offset"] == 42
+    assert node.call(lambda: node.broker.groups.runtime.failed) == [
+        coordinator_partition(failing, 50)]

@@ -172,3 +172,22 @@ def test_log_manager_opens_partitions_and_keeps_checkpoints(tmp_path):
     assert mgr.get("__consumer_offsets", 3).cleaner_offset == cleaner[("__consumer_offsets", 3)]
     mgr.delete("orders", 0)
     assert not os.path.exists(os.path.join(data_dir, "orders-0"))
+
+
+def test_a_batch_its_codec_cannot_read_is_reported_as_corrupt(tmp_path):
+    """A compressed batch whose data its codec refuses (the CRC is not checked
+    when compacting) stops the pass as a corrupt batch, as a read reports it,
+    not with the codec's own error."""
+    from kcoord.protocol import compression
+    plog = PartitionLog(str(tmp_path / "t-0"), CFG)
+    batch = R.build_batch([R.Record(None, 1, b"k", b"v" * 50)] * 3, base_offset=0,
+                          compression_type=compression.GZIP)
+    plog.append(batch)
+    _fill(plog, 20)
+    plog.roll()
+    # the first batch's compressed records overwritten on disk
+    os.pwrite(plog.segments[0].fd, b"\x00" * (len(batch) - R.RECORD_BATCH_OVERHEAD),
+              R.RECORD_BATCH_OVERHEAD)
+    with pytest.raises(R.CorruptRecordError):
+        plog.compact(force=True)
+    plog.close()
