@@ -137,7 +137,7 @@ def walk_records(data: bytes, count: int) -> list[tuple[int, int, int, int]]:
     of a decompressed batch, reading only lengths and varints (no objects).
 
     Raises ``CorruptRecordError`` where the records do not fill ``data`` exactly
-    as ``count`` records of valid structure.  The hot loop of validating an
+    as ``count`` records of valid structure, headers included.  The hot loop of validating an
     append: varints of one byte, and record and value lengths of two or three
     bytes (values under 1 MiB), are read in line, longer ones by ``_zigzag_at``.
     """
@@ -201,10 +201,36 @@ def walk_records(data: bytes, count: int) -> list[tuple[int, int, int, int]]:
                 value_len, pos = zz(data, pos)
             if value_len > 0:
                 pos += value_len
-            if pos > stop:
+            # The headers, as DefaultRecord.readFrom reads them: a count, then a
+            # key (never null) and a value (null allowed) for each.
+            if data[pos] == 0:  # none: nearly every record
+                pos += 1
+            else:
+                headers, pos = zz(data, pos)
+                if headers < 0:
+                    raise CorruptRecordError(f"Found invalid number of record headers {headers}")
+                if headers > stop - pos:
+                    raise CorruptRecordError(
+                        f"Found invalid number of record headers. The number of record "
+                        f"headers {headers} exceeds the remaining size of the record")
+                for _h in range(headers):
+                    b = data[pos]
+                    if b < 0x80:
+                        n, pos = (b >> 1) ^ -(b & 1), pos + 1
+                    else:
+                        n, pos = zz(data, pos)
+                    if n < 0:
+                        raise CorruptRecordError(f"Invalid negative header key size {n}")
+                    b = data[pos + n]
+                    if b < 0x80:
+                        n, pos = (b >> 1) ^ -(b & 1), pos + n + 1
+                    else:
+                        n, pos = zz(data, pos + n)
+                    if n > 0:
+                        pos += n
+            if pos != stop:
                 raise CorruptRecordError("record length does not match its content")
             append((offset_delta, ts_delta, key_len, value_len))
-            pos = stop
     except IndexError:
         raise CorruptRecordError("truncated record") from None
     if pos != end:

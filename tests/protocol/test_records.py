@@ -422,24 +422,34 @@ def test_key_value_walk_agrees_past_one_byte_varints():
     assert len(walked) == 300 and walked[299] == (b"k299", b"v" * (299 * 37 % 9000))
 
 
-@given(st.binary(max_size=200), st.integers(0, 5))
-def test_key_value_walk_of_garbage_fails_cleanly_or_agrees(junk, count):
+def _keys_of(records, base_offset):
+    return [(r.offset - base_offset, r.key, r.value is None) for r in records]
+
+
+# The walks that read part of each record, and what of the decoder's records each gives.
+_PARTIAL_WALKS = {
+    "key_values (start-up replay)": (lambda data, count: R.key_values(data, count),
+                                     lambda records: [(r.key, r.value) for r in records]),
+    "record_keys (compaction)": (lambda data, count: R.record_keys(data, count),
+                                 lambda records: _keys_of(records, 0)),
+}
+
+
+@pytest.mark.parametrize("walk", sorted(_PARTIAL_WALKS))
+@given(junk=st.binary(max_size=200), count=st.integers(0, 5))
+def test_a_partial_walk_of_garbage_fails_cleanly_or_agrees(walk, junk, count):
     """Garbage is refused with CorruptRecordError (no other exception); what is
-    accepted has the decoder's keys and values (headers are not read)."""
+    accepted is what the decoder reads (headers are not read)."""
+    walker, project = _PARTIAL_WALKS[walk]
     try:
-        walked = R.key_values(junk, count)
+        walked = walker(junk, count)
     except R.CorruptRecordError:
         return
     try:
         decoded = R.decode_records_fast(junk, count, 0, 0, None)
     except R.CorruptRecordError:
         return  # rejected for its headers only
-    assert walked == [(r.key, r.value) for r in decoded]
-
-
-
-def _keys_of(records, base_offset):
-    return [(r.offset - base_offset, r.key, r.value is None) for r in records]
+    assert walked == project(decoded)
 
 
 @settings(max_examples=100, deadline=None)
@@ -466,20 +476,6 @@ def test_the_compaction_walk_agrees_past_one_byte_varints():
     assert walked[299] == (299, b"k299", False) and walked[295] == (295, b"k295", True)
     assert walked[294] == (294, None, False)
 
-
-@given(st.binary(max_size=200), st.integers(0, 5))
-def test_the_compaction_walk_of_garbage_fails_cleanly_or_agrees(junk, count):
-    """Garbage is refused with CorruptRecordError (no other exception); what is
-    accepted has the decoder's offsets, keys and tombstones."""
-    try:
-        walked = R.record_keys(junk, count)
-    except R.CorruptRecordError:
-        return
-    try:
-        decoded = R.decode_records_fast(junk, count, 0, 0, None)
-    except R.CorruptRecordError:
-        return  # rejected for its headers only
-    assert walked == _keys_of(decoded, 0)
 
 # --- the direct batch encoder against the construct declarations ----------------------
 
@@ -612,6 +608,54 @@ def test_walking_a_batch_reads_each_record_as_decoding_it_does(raw, cut):
         R.walk_records(payload[:len(payload) - 1 - cut % len(payload)], len(raw))
 
 
+@settings(max_examples=300, deadline=None)
+@given(junk=st.binary(max_size=120), count=st.integers(0, 4),
+       headers=st.lists(st.tuples(st.integers(-3, 3), st.binary(max_size=3)), max_size=3))
+def test_walking_refuses_what_decoding_refuses(junk, count, headers):
+    """An append is refused (INVALID_RECORD, as Kafka's DefaultRecord.readFrom
+    refuses it) exactly where the full decoder fails: a header section included
+    (a negative count, a null header key, fewer headers than counted, bytes left
+    over), and only CorruptRecordError is raised."""
+    for data in (junk, _one_record_with(headers, junk[:4])):
+        try:
+            walked = R.walk_records(data, count if data is junk else 1)
+        except R.CorruptRecordError:
+            walked = None
+        try:
+            decoded = R.decode_records_fast(data, count if data is junk else 1, 0, 0, None)
+        except R.CorruptRecordError:
+            decoded = None
+        assert (walked is None) == (decoded is None), data.hex()
+
+
+@pytest.mark.parametrize("section", [b"\x01", b"\x02\x01", b"\x02\x01\x01",
+                                     b"\x04\x02h\x01", b"\x00\x00"])
+def test_walking_refuses_a_malformed_header_section(section):
+    # a count of -1; a null header key (alone, and with a null value); two
+    # headers counted, one there; a byte after the headers
+    body = b"\x00\x00\x00\x02k\x02v" + section
+    data = bytes([len(body) << 1]) + body
+    with pytest.raises(R.CorruptRecordError):
+        R.walk_records(data, 1)
+    with pytest.raises(R.CorruptRecordError):
+        R.decode_records_fast(data, 1, 0, 0, None)
+
+
+def _one_record_with(headers, tail: bytes) -> bytes:
+    """A record (key ``k``, value ``v``) whose header section is a count and then
+    (key length, bytes) pairs as given, with ``tail`` left over inside it."""
+    def zz(n):
+        raw, out = (n << 1) ^ (n >> 63), bytearray()
+        while raw >= 0x80:
+            out.append((raw & 0x7F) | 0x80)
+            raw >>= 7
+        return bytes(out) + bytes([raw])
+    section = zz(len(headers)) + b"".join(zz(n) + b"h" * max(n, 0) + zz(len(v)) + v
+                                          for n, v in headers)
+    body = b"\x00\x00\x00\x02k\x02v" + section + tail
+    return zz(len(body)) + body
+
+
 @pytest.mark.parametrize("size", [0, 1, 63, 64, 65, 127, 128, 8_191, 8_192, 8_193, 20_000,
                                   1_048_500, 1_048_575, 1_048_576, 2_097_152])
 def test_walking_reads_varints_at_their_byte_boundaries(size):
@@ -622,7 +666,9 @@ def test_walking_reads_varints_at_their_byte_boundaries(size):
     deltas pass 64, timestamps 64 ms apart."""
     key = b"k" * min(size, 70)
     n = 70 if size < 100_000 else 3
-    recs = [Record(None, 1_000 + 64 * i, key, b"v" * size) for i in range(n)]
+    # and a header whose key and value lengths cross the same boundaries (up to 70 and 9,000)
+    header = [("h" * min(size, 70), b"w" * min(size, 9_000))]
+    recs = [Record(None, 1_000 + 64 * i, key, b"v" * size, header) for i in range(n)]
     batch = R.build_batch(recs)
     payload = memoryview(batch)[R.RECORD_BATCH_OVERHEAD:]
     walked = R.walk_records(payload, len(recs))

@@ -524,6 +524,43 @@ def _backwards(codec) -> bytes:
                        compression_type=codec, last_offset_delta=1)
 
 
+def _zigzag(n: int) -> bytes:
+    raw = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    return bytes(out) + bytes([raw])
+
+
+def _with_headers(headers: bytes, codec=compression.NONE) -> bytes:
+    """One record (key ``k``, value ``v``) whose header section is ``headers``
+    exactly as given, its record length counting them, in a batch with a right CRC."""
+    from kcoord.protocol.records import assemble_batch
+    body = b"\x00" + _zigzag(0) + _zigzag(0) + _zigzag(1) + b"k" + _zigzag(1) + b"v" + headers
+    payload = compression.compress(codec, _zigzag(len(body)) + body)
+    return assemble_batch(payload, attributes=codec, base_timestamp=TS, max_timestamp=TS,
+                          records_count=1)
+
+
+@pytest.mark.parametrize("codec", [compression.NONE, compression.GZIP])
+def test_produce_of_records_with_malformed_headers(diff, codec):
+    """A record's header section is checked as Kafka's DefaultRecord reads it: a
+    negative header count, a null header key, fewer headers than counted, bytes
+    left after the headers are refused (INVALID_RECORD) with nothing appended; a
+    null header value and a header key that is not UTF-8 are records like others."""
+    topic = _topic(diff)
+    for headers in (_zigzag(-1), _zigzag(1) + _zigzag(-1) + _zigzag(-1),
+                    _zigzag(2) + _zigzag(1) + b"h" + _zigzag(-1), _zigzag(0) + b"\x00",
+                    _zigzag(1) + _zigzag(1) + b"h" + _zigzag(-1) + b"\x00",
+                    _zigzag(1) + _zigzag(1) + b"h" + _zigzag(5) + b"v",
+                    _zigzag(1) + _zigzag(1) + b"h" + _zigzag(-1),
+                    _zigzag(1) + _zigzag(2) + b"\xff\xfe" + _zigzag(1) + b"v"):
+        ours, theirs = diff.ask(0, 9, _produce_body(topic, _with_headers(headers, codec)))
+        assert not differences(ours, theirs), (headers.hex(), differences(ours, theirs))
+    diff.same(1, 12, _fetch_body(topic, 0))
+
+
 @pytest.mark.parametrize("version", [3, 9])
 def test_produce_offsets_going_backwards(diff, version):
     """Offsets going backwards inside a batch: a negative last offset delta is
