@@ -72,7 +72,7 @@ def test_benchmarks_run_quick_and_print_their_figures():
     for linger in (-1, 0, 5):
         assert re.search(rf"group.coordinator.append.linger.ms={linger} +3 consumers started "
                          r"together +\d+\.\d+ ms, sync commits/s +[\d,]+ over 1 connection, "
-                         r"+[\d,]+ over 8", out), out
+                         r"+[\d,]+ over 8 \(starts: median of \d+, \d+ under 500 ms\)", out), out
     # The consumer group protocol next to Kafka (when Java and Maven are there).
     if "consumer group protocol next to Apache Kafka: skipped" not in out:
         for label in ("first assignment, 1 consumer", "first assignment, 10 consumers",
