@@ -296,7 +296,7 @@ def _fold_plain(data: bytes, records: int, latest: dict, order: dict, pending: d
             count += 1
             if key is None:
                 continue
-            if len(key) > 1:
+            try:
                 if key[0] == 0 and key[1] < 2:
                     if key[1] == 0:
                         key = b"\x00\x01" + key[2:]
@@ -306,6 +306,8 @@ def _fold_plain(data: bytes, records: int, latest: dict, order: dict, pending: d
                             held.pop(key, None)
                 elif key[0] != 0 or key[1] > 2:
                     latest.pop(key, None)
+            except IndexError:  # not even a version: unreadable, counted once per key
+                pass
             latest[key] = value
     except IndexError:
         raise CorruptRecordError("truncated record") from None
