@@ -31,6 +31,11 @@ Figures per broker:
   below zero: the records may reach the consumer before the commit's answer
   reaches the producer (on both brokers).
 
+The same transactions are also run against ``commit_ceiling.TransactionCeiling``,
+a server that only answers (no coordinator, no log): the most this client can
+reach on this machine, printed with each broker's share of it, and the share
+that twice Kafka's rate would be.
+
 Ratios are kcoord's figure over Kafka's (for latency, lower is better).  Goals
 (issue #23): transactions/s at least 2x Kafka's; read_committed at least 0.9 of
 read_uncommitted.  Kafka's figures are reported unavailable, with the reason,
@@ -122,23 +127,25 @@ def _warm_up(bootstrap: str) -> None:
     producer.flush(TIMEOUT_S)
 
 
-def _txn_rate(bootstrap: str, partitions: int, pid: int) -> tuple[float, float | None]:
-    """Transactions per second of one producer, each of 10 records over ``partitions``,
-    and the broker's CPU seconds per transaction (None where /proc cannot say)."""
-    topic = _topic(bootstrap, partitions)
+def _txn_rate(bootstrap: str, partitions: int, pid: int | None,
+              topic: str | None = None) -> tuple[float, float | None]:
+    """Transactions per second of one producer, each of 10 records over ``partitions``
+    (of ``topic``, else of a new topic), and the broker's CPU seconds per
+    transaction (None without ``pid`` or where /proc cannot say)."""
+    topic = topic or _topic(bootstrap, partitions)
     producer = _txn_producer(bootstrap)
     value = os.urandom(TXN_RECORD_SIZE // 2).hex().encode()
     for _ in range(TXN_WARMUP):
         _transaction(producer, topic, partitions, value)
     done = 0
-    cpu_before = cpu_seconds(pid)
+    cpu_before = None if pid is None else cpu_seconds(pid)
     began = time.perf_counter()
     deadline = began + TXN_SECONDS
     while done < TXN_MAX and time.perf_counter() < deadline:
         _transaction(producer, topic, partitions, value)
         done += 1
     elapsed = time.perf_counter() - began
-    cpu_after = cpu_seconds(pid)
+    cpu_after = None if pid is None else cpu_seconds(pid)
     producer.flush(TIMEOUT_S)
     cpu = None if cpu_before is None or cpu_after is None else (cpu_after - cpu_before) / done
     return done / elapsed, cpu
@@ -308,6 +315,20 @@ def _measure(bootstrap: str, pid: int) -> dict[str, float]:
     return figures
 
 
+def _ceiling() -> dict[int, float]:
+    """Transactions per second against a server that only answers, for 1 and 8
+    partitions: the client's own ceiling (best of TXN_REPEATS, as for the brokers)."""
+    from benchmarks.commit_ceiling import TransactionCeiling
+    rates = {}
+    for partitions in (1, 8):
+        server = TransactionCeiling("ceiling-topic", partitions)
+        with server.running():
+            rates[partitions] = max(
+                _txn_rate(server.bootstrap, partitions, None, topic=server.topic)[0]
+                for _ in range(TXN_REPEATS))
+    return rates
+
+
 def _kcoord() -> dict[str, float]:
     with broker_server() as (port, pid):
         return _measure(f"127.0.0.1:{port}", pid)
@@ -334,6 +355,7 @@ def run() -> None:
     began = time.perf_counter()
     ours = _kcoord()
     theirs, why_not = _kafka()
+    ceiling = _ceiling()
     print(f"transactions: confluent-kafka through kcoord and Apache Kafka {kafka.MAIN_VERSION} "
           f"(same machine, same run; ratio = kcoord / Kafka)")
     if theirs is None:
@@ -360,6 +382,16 @@ def run() -> None:
           f"({limit}):")
     row("transactions/s, 1 partition", "txn/s 1", rate, "goal >= 2")
     row("transactions/s, 8 partitions", "txn/s 8", rate, "goal >= 2")
+    for partitions in (1, 8):
+        line = (f"  against a server that only answers, {partitions} partition"
+                f"{'s' if partitions > 1 else ''}: {ceiling[partitions]:,.0f} txn/s (the "
+                f"client's ceiling); kcoord {ours[f'txn/s {partitions}'] / ceiling[partitions]:.2f}"
+                f" of it")
+        if theirs is not None:
+            kafka_rate = theirs[f"txn/s {partitions}"]
+            line += (f", Kafka {kafka_rate / ceiling[partitions]:.2f}, twice Kafka's rate "
+                     f"{2 * kafka_rate / ceiling[partitions]:.2f}")
+        print(line)
     print(f"  commit to visible, read_committed consumer waiting at the end "
           f"({LATENCY_SAMPLES} transactions):")
     row("latency p50, from commit returning", "p50 return", ms)

@@ -96,12 +96,22 @@ def test_benchmarks_run_quick_and_print_their_figures():
                          + kafka_figure, section), out
     assert re.search(r"read_committed / read_uncommitted, kcoord +\d+\.\d+ +goal >= 0\.9",
                      section), out
+    # ... and next to what the client reaches against a server that only answers.
+    kafka_share = (r"" if "(Apache Kafka unavailable" in section
+                   else r", Kafka \d+\.\d+, twice Kafka's rate \d+\.\d+")
+    for partitions in ("1 partition", "8 partitions"):
+        assert re.search(rf"against a server that only answers, {partitions}: [\d,]+ txn/s "
+                         rf"\(the client's ceiling\); kcoord \d+\.\d+ of it{kafka_share}\n",
+                         section), out
     # TLS and SASL (issue #26): SASL_SSL next to PLAINTEXT on kcoord (and Kafka if there).
     assert "SASL_SSL (TLS + SCRAM-SHA-512) next to PLAINTEXT" in out, out
     for label, unit in (("connection to first answer", "ms"), ("produce 2,000 x 1 KiB", "MB/s"),
                         ("consume 2,000 x 1 KiB", "MB/s")):
         assert re.search(re.escape(label) + rf" +kcoord +PLAINTEXT +\d+\.\d+ {unit} +SASL_SSL +"
                          rf"\d+\.\d+ {unit} +cost +\d+\.\d+", out), out
+    assert re.search(r"of which the client's own SCRAM computation \d+\.\d+ ms \(PBKDF2, the "
+                     r"same for both brokers\): a broker answering PLAINTEXT in \d+\.\d+ ms has "
+                     r"a cost of at least \d+\.\d+", out), out
     # The fixture: time to a first produce, memory, a suite with and without sharing.
     assert re.search(r"to the first acknowledged produce: in-process \d+ ms .*imports included, "
                      r"\d+ ms\), as a child process \d+ ms", out), out
