@@ -9,19 +9,32 @@ topic's actual one.
 from __future__ import annotations
 
 import codecs
+import sys
+from array import array
+from operator import mul
 
 INT32_MIN = -(2**31)
 # Looked up once, at import: a lookup imports the codec's module on first use,
 # which needs a file descriptor, and a commit arriving when none is free must
 # still be placed (and answered).
-_utf16_be = codecs.lookup("utf-16-be").encode
+_utf16 = codecs.lookup("utf-16-le" if sys.byteorder == "little" else "utf-16-be").encode
+# 31**k mod 2**32, highest power first: String.hashCode is the sum of each
+# UTF-16 unit times 31 to the power of the units after it, so one sum over the
+# units and the last n powers (a loop in C) gives it for ids up to this long.
+_POWERS_UP_TO = 256
+_POWERS = [pow(31, k, 1 << 32) for k in range(_POWERS_UP_TO - 1, -1, -1)]
 
 
 def java_string_hashcode(text: str) -> int:
-    data = _utf16_be(text, "surrogatepass")[0]
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    """Java's ``String.hashCode`` (over UTF-16 code units, 32-bit wrap-around)."""
+    units = array("H", _utf16(text, "surrogatepass")[0])  # native order: the units
+    n = len(units)
+    if n <= _POWERS_UP_TO:
+        h = sum(map(mul, units, _POWERS[_POWERS_UP_TO - n:])) & 0xFFFFFFFF
+    else:
+        h = 0
+        for unit in units:
+            h = (31 * h + unit) & 0xFFFFFFFF
     return h - 2**32 if h >= 2**31 else h
 
 

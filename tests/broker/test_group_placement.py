@@ -19,6 +19,8 @@ VECTORS = [
     ("GydZG_", -2147483648, 0),
     ("\u00e9t\u00e9", 227742, 42),
     ("\U0001F600grp", 1276929186, 36),
+    # longer than the table of powers: the same rule unit by unit
+    ("g" * 300 + "-\u00e9\U0001F600", 689295359, 9),
 ]
 
 
