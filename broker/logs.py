@@ -9,10 +9,18 @@ import sys
 import structlog
 
 
+# Python's level names as log4j names them (what Kafka's DescribeConfigs of a
+# BROKER_LOGGER answers).
+_LOG4J_NAMES = {"WARNING": "WARN", "CRITICAL": "FATAL"}
+_level = logging.INFO
+
+
 def configure(log_format: str = "console", level: str = "info") -> None:
+    global _level
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         numeric = logging.INFO
+    _level = numeric
     processors = [
         structlog.contextvars.merge_contextvars,
         _drop_empty,
@@ -36,3 +44,9 @@ def _drop_empty(_logger, _method, event: dict) -> dict:
     if None in event.values():
         return {k: v for k, v in event.items() if v is not None}
     return event
+
+
+def root_level() -> str:
+    """The level the broker logs at, named as log4j names it (INFO, WARN, ...)."""
+    name = logging.getLevelName(_level)
+    return _LOG4J_NAMES.get(name, name)

@@ -22,8 +22,6 @@
 
 from __future__ import annotations
 
-import logging
-
 from kcoord.broker.apis import api
 from kcoord.broker.apis.configs import (
     broker_config_values,
@@ -34,6 +32,7 @@ from kcoord.broker.apis.configs import (
 from kcoord.broker.apis.authz import DESCRIBE_CONFIGS
 from kcoord.broker.apis.config_changes import AUTHORIZATION_MESSAGES, config_refusal
 from kcoord.broker.config import DYNAMIC_BROKER_CONFIGS, PASSWORD
+from kcoord.broker.logs import root_level
 from kcoord.broker.topics.manager import validate_topic_name
 from kcoord.protocol.errors import ErrorCode
 
@@ -62,13 +61,17 @@ def _entries(values, keys, include_synonyms, include_docs, read_only):
     return out
 
 
-def _logger_values():
-    level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
+class _LoggerDef:
+    """What ``_entries`` reads of a logger: Kafka's ConfigHelper answers its
+    loggers with no config type (UNKNOWN, 0) and no documentation."""
 
-    class _Def:
-        type = 2
-        doc = ""
-    yield "root", level, DYNAMIC_BROKER_LOGGER_CONFIG, [], _Def
+    type = None
+    doc = None
+    config_type = 0
+
+
+def _logger_values():
+    yield "root", root_level(), DYNAMIC_BROKER_LOGGER_CONFIG, [], _LoggerDef
 
 
 # The message of an error Kafka answers without one of its own (Errors.message()).

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
@@ -214,6 +216,48 @@ def test_broker_configs_kafka_does_not_change_while_running_are_refused(broker):
             "validate_only": False})
     refused = answer["responses"][0]
     assert refused["error_code"] == 40 and "static" in refused["error_message"]
+
+
+def test_the_broker_s_logger_level_is_described_as_kafka_describes_its_loggers(tmp_path):
+    """DescribeConfigs of a BROKER_LOGGER (Admin.describeConfigs, kafka-configs
+    --entity-type broker-loggers): the level the broker logs at, in log4j's name,
+    as a dynamic logger config with no type, at every version; kcoord answered
+    nothing and closed the connection, and Java's Admin retried until its timeout."""
+    from tests.support import BrokerProcess
+
+    process = BrokerProcess(tmp_path).start()  # logs at INFO
+    try:
+        with WireClient.to(process.bootstrap) as client:
+            for version in range(5):
+                answer = client.call(32, version, {
+                    "resources": [{"resource_type": 8, "resource_name": "1",
+                                   "configuration_keys": None}],
+                    "include_synonyms": True, "include_documentation": True})
+                (result,) = answer["results"]
+                assert result["error_code"] == 0, (version, result)
+                (root,) = [c for c in result["configs"] if c["name"] == "root"]
+                assert root["value"] == "INFO" and root["read_only"] is False, (version, root)
+                if version >= 1:
+                    assert root["config_source"] == 6 and root["synonyms"] == [], root
+                if version >= 3:
+                    assert root["config_type"] == 0 and root["documentation"] is None, root
+            # the connection still serves
+            assert client.call(18, 3, {"client_software_name": "t",
+                                       "client_software_version": "1"})["error_code"] == 0
+    finally:
+        process.kill()
+
+
+@pytest.mark.parametrize("level,log4j", [("debug", "DEBUG"), ("info", "INFO"),
+                                         ("warning", "WARN"), ("error", "ERROR")])
+def test_log_levels_are_named_as_log4j_names_them(level, log4j):
+    from kcoord.broker import logs
+
+    try:
+        logs.configure("json", level)
+        assert logs.root_level() == log4j
+    finally:
+        logs.configure("console", "warning")  # as tests/conftest.py has it
 
 
 def test_altered_configs_survive_a_kill(tmp_path):
