@@ -735,6 +735,21 @@ class PartitionLog:
                         return TimestampOffset(found[1], found[0])
             return None
 
+    def read_batch_at(self, offset: int) -> bytes:
+        """The whole batch holding ``offset`` while a segment still does, even below
+        the log start offset (records DeleteRecords put out of reach stay in their
+        segment until retention deletes it, and Kafka's ListOffsets for the largest
+        timestamp still reads them there); ``b""`` where none does."""
+        with self._lock:
+            self._check_open()
+            if offset < self.segments[0].base_offset or offset >= self.log_end_offset:
+                return b""
+            segment = self.segments[self._segment_index_for(offset)]
+            found = segment.translate_offset(offset)
+            if found is None or found[1].base_offset > offset:
+                return b""  # not in this segment (compacted away)
+            return self._read_from(segment, found[0], found[1], 1, self.log_end_offset, True)
+
     def max_timestamp_offset(self) -> TimestampOffset | None:
         """Timestamp and offset of the largest timestamp (ListOffsets -3)."""
         with self._lock:

@@ -4,7 +4,13 @@
   (read_committed, v2+); the log end offset for ``replica_id`` -2 (debug).
 - -2 (earliest) and -4 (earliest local, v8+): the log start offset.
 - -3 (max timestamp, v7+): the record with the largest timestamp and its
-  offset; -1/-1 for an empty log.
+  offset, read from its segment even below the log start offset (as Kafka,
+  after DeleteRecords); -1/-1 for an empty log.
+- -3 and T >= 0 answer only an offset below the last fetchable one (the last
+  stable offset under read_committed, else the high watermark; the log end for
+  ``replica_id`` -2), and -1/-1 otherwise, as Kafka's
+  Partition.fetchOffsetForTimestamp: the newest record of a transaction still
+  open is not a read_committed consumer's to find.
 - -5 (latest tiered, v9+) and -6 (earliest pending upload, v11+): -1, as
   Kafka without tiered storage.
 - ``timeout_ms`` (v10+) bounds reads from remote storage: there is none here,
@@ -67,7 +73,7 @@ def _max_timestamp(plog) -> tuple[int, int]:
     found = plog.max_timestamp_offset()
     if found is None:
         return -1, -1
-    data = plog.read(found.offset, 1)
+    data = plog.read_batch_at(found.offset)
     for pos, _size, magic in iter_entries(data, partial_ok=True):
         if magic != 2:
             break
@@ -138,13 +144,7 @@ def _lookup(broker, request, version: int, name: str, part) -> dict:
     if version == 0:
         return _legacy_offsets(request, view, part)
     if target == LATEST:
-        if request.replica_id == DEBUG_REPLICA:
-            offset = view.log_end_offset
-        elif request.isolation_level == READ_COMMITTED:
-            offset = view.last_stable_offset
-        else:
-            offset = view.high_watermark
-        return _found(index, -1, offset, LEADER_EPOCH)
+        return _found(index, -1, _last_fetchable(request, view), LEADER_EPOCH)
     if target in (EARLIEST, EARLIEST_LOCAL):
         return _found(index, -1, view.log_start_offset, LEADER_EPOCH)
     if target in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
@@ -160,9 +160,17 @@ def _lookup(broker, request, version: int, name: str, part) -> dict:
             timestamp, offset = (hit.timestamp, hit.offset) if hit is not None else (-1, -1)
     except StorageError as exc:
         return _error(index, exc.code)
-    if offset < 0:
+    if offset < 0 or offset >= _last_fetchable(request, view):
         return _found(index, -1, -1, NO_EPOCH)
     return _found(index, timestamp, offset, LEADER_EPOCH)
+
+
+def _last_fetchable(request, view) -> int:
+    if request.replica_id == DEBUG_REPLICA:
+        return view.log_end_offset
+    if request.isolation_level == READ_COMMITTED:
+        return view.last_stable_offset
+    return view.high_watermark
 
 
 @api(key=2, versions=(0, 11))

@@ -12,7 +12,7 @@ import pytest
 
 from tests.reference.differential import Differential
 from tests.reference.test_differential_data import (
-    _batch, _fetch_body, _produce_body, _wait_until_fetchable)
+    TS, _batch, _fetch_body, _produce_body, _wait_until_fetchable)
 
 _names = itertools.count()
 
@@ -49,9 +49,9 @@ def _delete(topic: str, *partitions: tuple[int, int]) -> dict:
         {"partition_index": p, "offset": o} for p, o in partitions]}], "timeout_ms": 10000}
 
 
-def _earliest(topic: str, partition: int) -> dict:
+def _earliest(topic: str, partition: int, timestamp: int = -2) -> dict:
     return {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
-        {"partition_index": partition, "timestamp": -2, "current_leader_epoch": -1}]}]}
+        {"partition_index": partition, "timestamp": timestamp, "current_leader_epoch": -1}]}]}
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])
@@ -63,6 +63,10 @@ def test_records_are_deleted_as_on_kafka(d, version):
     d.same(21, version, _delete(topic, (0, 10)))  # up to the log end exactly
     for p in (0, 1):
         d.same(2, 7, _earliest(topic, p))
+        # the largest timestamp is still found in its segment, below the log
+        # start (kcoord answered OFFSET_OUT_OF_RANGE); by time, nothing is left
+        d.same(2, 7, _earliest(topic, p, -3))
+        d.same(2, 7, _earliest(topic, p, TS + 2))
     d.same(1, 12, _fetch_body(topic, 0))  # below the log start: OFFSET_OUT_OF_RANGE
     d.same(1, 12, _fetch_body(topic, 10))
 

@@ -171,6 +171,22 @@ def test_offset_for_timestamp_and_max_timestamp(logdir):
     assert (top.timestamp, top.offset) == (1_293, 59)
 
 
+def test_a_batch_below_the_log_start_is_read_while_its_segment_holds_it(logdir):
+    """What ListOffsets reads for the largest timestamp after DeleteRecords."""
+    plog = PartitionLog(logdir, LogConfig(segment_bytes=400, index_interval_bytes=50))
+    for i in range(30):
+        plog.append(batch([b"v", b"w"], ts=1_000 + i * 10))
+    plog.advance_log_start_offset(60)
+    with pytest.raises(OffsetOutOfRangeError):
+        plog.read(21, 1)
+    data = plog.read_batch_at(21)
+    header = R.batch_header(data, 0)
+    assert (header.base_offset, header.last_offset, len(data)) == (20, 21, header.size)
+    assert plog.read_batch_at(60) == b"" and plog.read_batch_at(-1) == b""
+    plog.delete_old_segments(below_start_only=True)  # its segment gone: nothing to read
+    assert plog.read_batch_at(21) == b""
+
+
 def test_retention_by_time_bytes_and_log_start(logdir):
     cfg = LogConfig(segment_bytes=500, retention_ms=10_000)
     plog = PartitionLog(logdir, cfg)
