@@ -191,41 +191,48 @@ class TransactionService:
                             topic=OFFSETS_TOPIC, partition=index, error=code.name)
 
     async def _write_markers(self, job: MarkerJob) -> None:
-        broker = self._broker
         for topic, index in job.partitions:
-            if topic == OFFSETS_TOPIC:
-                # the group coordinator writes it, and makes the offsets count or
-                # not; one still loading its partition gets it once loaded (Kafka
-                # sends a marker again until it is written)
-                while True:
-                    code = await broker.groups.complete_transaction(
-                        index, job.producer_id, job.producer_epoch, job.commit,
-                        job.coordinator_epoch)
-                    if code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-                        break
-                    await broker.groups.loaded.wait()
-                if code != ErrorCode.NONE:
-                    log.warning("transactions.marker_failed",
-                                transactional_id=job.transactional_id, topic=topic,
-                                partition=index, error=code.name)
-                continue
-            plog = broker.logs.get(topic, index)
-            if plog is None:
-                continue  # the topic was deleted: no marker to write (as Kafka drops it)
-            try:
-                await plog.load_producer_state()
-                segments = len(plog.segments)
-                plog.append_marker(job.producer_id, job.producer_epoch, job.commit,
-                                   coordinator_epoch=job.coordinator_epoch,
-                                   leader_epoch=LEADER_EPOCH)
-                await plog.flusher.after_append(rolled=len(plog.segments) != segments)
-            except StorageError as exc:
+            # One still loading its __consumer_offsets partition gets it once
+            # loaded (Kafka sends a marker again until it is written).
+            code, reason = await self.write_marker(
+                topic, index, job.producer_id, job.producer_epoch, job.commit,
+                job.coordinator_epoch, wait_for_load=True)
+            if code not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                # (a deleted topic gets no marker, as Kafka drops it)
                 log.warning("transactions.marker_failed", transactional_id=job.transactional_id,
-                            topic=topic, partition=index, error=exc.code.name, reason=str(exc))
-                continue
-            broker.fetch_waiters.notify((topic, index))
+                            topic=topic, partition=index, error=code.name, reason=reason)
         self.runtime.write(job.partition, TransactionShard.markers_written,
                            job.transactional_id, job.producer_id, job.producer_epoch, job.commit)
+
+    async def write_marker(self, topic: str, index: int, producer_id: int,
+                           producer_epoch: int, commit: bool, coordinator_epoch: int, *,
+                           wait_for_load: bool = False) -> tuple[ErrorCode, str | None]:
+        """Append one end marker, durable before this returns: ``(error, reason)``.
+        A ``__consumer_offsets`` partition's group coordinator writes it and makes
+        the transaction's offsets count or not (``wait_for_load``: once loaded,
+        else COORDINATOR_LOAD_IN_PROGRESS); a partition that is not there:
+        UNKNOWN_TOPIC_OR_PARTITION."""
+        broker = self._broker
+        if topic == OFFSETS_TOPIC:
+            while True:
+                code = await broker.groups.complete_transaction(
+                    index, producer_id, producer_epoch, commit, coordinator_epoch)
+                if code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or not wait_for_load:
+                    return code, None
+                await broker.groups.loaded.wait()
+        plog = broker.logs.get(topic, index)
+        if plog is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        try:
+            await plog.load_producer_state()
+            segments = len(plog.segments)
+            plog.append_marker(producer_id, producer_epoch, commit,
+                               coordinator_epoch=coordinator_epoch, leader_epoch=LEADER_EPOCH)
+            await plog.flusher.after_append(rolled=len(plog.segments) != segments)
+        except StorageError as exc:
+            return exc.code, str(exc)
+        broker.fetch_waiters.notify((topic, index))
+        return ErrorCode.NONE, None
 
     # -- the runtime's life ------------------------------------------------------------
 

@@ -310,3 +310,51 @@ def test_metadata_allowed_to_create_makes_the_state_topic_as_kafka(make_broker):
             "include_synonyms": False, "include_documentation": False})
         assert {c["name"]: c["value"] for c in configs["results"][0]["configs"]} == {
             "cleanup.policy": "compact", "compression.type": "uncompressed"}
+
+
+def _markers(wire, pid: int, epoch: int, partitions, *, commit: bool = False,
+             coordinator_epoch: int = 0, version: int = 1) -> dict:
+    """WriteTxnMarkers for one producer: ``{(topic, partition): error}``."""
+    topics: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        topics.setdefault(topic, []).append(partition)
+    answer = wire.call(27, version, {"markers": [{
+        "producer_id": pid, "producer_epoch": epoch, "transaction_result": commit,
+        "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
+        "coordinator_epoch": coordinator_epoch, "transaction_version": 0}]})
+    (marker,) = answer["markers"]
+    assert marker["producer_id"] == pid
+    return {(t["name"], p["partition_index"]): p["error_code"]
+            for t in marker["topics"] for p in t["partitions"]}
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_abort_marker_from_a_tool_ends_a_hanging_transaction(wire, version):
+    """What Admin.abortTransaction (kafka-transactions abort) sends to the
+    partition leader: the open transaction ends there, read_committed readers
+    move past it and are told it was aborted; a marker of an older producer
+    epoch or coordinator epoch is refused, an unknown partition too."""
+    topic, txn_id = f"txw-hang-{version}", f"txw-hang-{version}"
+    create_topic(wire, topic, partitions=1)
+    _begin(wire, txn_id)
+    pid, epoch = _begin(wire, txn_id)  # a second instance: epoch 1
+    assert epoch == 1
+    assert T.add_partitions(wire, txn_id, pid, epoch, [(topic, 0)])[(topic, 0)] == E.NONE
+    assert T.produce(wire, txn_id, topic, 0,
+                     T.txn_batch(pid, epoch, 0, [b"h1", b"h2"]))["error_code"] == E.NONE
+    assert T.latest_offset(wire, topic, committed=True) == 0  # held by the open transaction
+    answer = _markers(wire, pid, epoch, [(topic, 0), (topic, 7), ("txw-no-such", 0)],
+                      version=version)
+    assert answer == {(topic, 0): E.NONE, (topic, 7): E.UNKNOWN_TOPIC_OR_PARTITION,
+                      ("txw-no-such", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
+    assert T.latest_offset(wire, topic, committed=True) == 3  # past the marker
+    committed = T.fetch(wire, topic, committed=True)
+    assert committed["aborted_transactions"] == [{"producer_id": pid, "first_offset": 0}]
+    producers = wire.call(61, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]})
+    (state,) = producers["topics"][0]["partitions"][0]["active_producers"]
+    assert state["producer_id"] == pid and state["current_txn_start_offset"] == -1
+    # fencing, as the partition's producer state decides it
+    assert _markers(wire, pid, 0, [(topic, 0)]) == {(topic, 0): E.INVALID_PRODUCER_EPOCH}
+    assert _markers(wire, pid, epoch, [(topic, 0)], coordinator_epoch=5) == {(topic, 0): E.NONE}
+    assert _markers(wire, pid, epoch, [(topic, 0)], coordinator_epoch=4) == {
+        (topic, 0): E.TRANSACTION_COORDINATOR_FENCED}

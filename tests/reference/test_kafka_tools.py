@@ -1017,3 +1017,68 @@ def test_transactional_message_copier_copies_exactly_once_as_on_kafka(
     assert ours["last_event"] == theirs["last_event"] == ("ShutdownComplete", 1000)
     assert len(ours["hanging"]) == 1  # the header alone: nothing hangs
     assert ours["hanging"] == theirs["hanging"]
+
+
+def _abort_session(bootstrap: str, topic: str, txn_id: str) -> dict:
+    """A transaction left open (its producer gone quiet), found and aborted with
+    kafka-transactions, then what the tools and a read_committed reader see."""
+    from kcoord.protocol.client import WireClient
+    from tests.broker import txn_ops as T
+
+    server = ("--bootstrap-server", bootstrap)
+    _run("org.apache.kafka.tools.TopicCommand", *server, "--create", "--topic", topic,
+         "--partitions", "1", "--replication-factor", "1")
+    with WireClient.to(bootstrap) as wire:
+        deadline = time.monotonic() + 60
+        while True:  # Kafka: NOT_COORDINATOR while its new state topic's leaders settle
+            assert T.find_coordinator(wire, txn_id)[1]["error_code"] == 0
+            init = T.init_producer(wire, txn_id)
+            if init["error_code"] != 16 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert init["error_code"] == 0, init
+        pid, epoch = init["producer_id"], init["producer_epoch"]
+        added = T.add_partitions(wire, txn_id, pid, epoch, [(topic, 0)])
+        assert added == {(topic, 0): 0}, added
+        assert T.produce(wire, txn_id, topic, 0,
+                         T.txn_batch(pid, epoch, 0, [b"h1", b"h2"]))["error_code"] == 0
+        held = T.latest_offset(wire, topic, committed=True)
+        hanging = _run("org.apache.kafka.tools.TransactionsCommand", *server, "find-hanging",
+                       "--broker-id", "1", "--max-transaction-timeout", "0")
+        aborted = _run("org.apache.kafka.tools.TransactionsCommand", *server, "abort",
+                       "--topic", topic, "--partition", "0", "--start-offset", "0")
+        producers = _run("org.apache.kafka.tools.TransactionsCommand", *server,
+                         "describe-producers", "--topic", topic, "--partition", "0")
+        committed = T.fetch(wire, topic, committed=True)
+        released = T.latest_offset(wire, topic, committed=True)
+        # The coordinator still holds the transaction open: its producer ends it.
+        T.end_txn_settled(wire, txn_id, pid, epoch, False)
+    rows = [line.split() for line in producers.strip().splitlines()]
+    return {
+        "held": held, "released": released,
+        "hanging": [row.split()[:2] + row.split()[3:4]
+                    for row in hanging.strip().splitlines()[1:]],
+        "aborted": aborted.strip(),
+        "producers_header": rows[0], "producers": [row[1:3] + row[-1:] for row in rows[1:]],
+        "aborted_transactions": [t["first_offset"] for t in committed["aborted_transactions"]],
+    }
+
+
+def test_kafka_transactions_abort_ends_a_hanging_transaction_as_on_kafka(
+        tools, make_broker, scratch_kafka):
+    """kafka-transactions abort --start-offset ends a transaction open on a
+    partition with an abort marker (WriteTxnMarkers, which kcoord did not
+    serve): the last stable offset moves past it, describe-producers shows no
+    open transaction, read_committed readers are told it was aborted; as on
+    Kafka."""
+    import uuid
+
+    suffix = uuid.uuid4().hex[:8]
+    ours = _abort_session(make_broker().bootstrap, f"hang-{suffix}", f"hang-txn-{suffix}")
+    theirs = _abort_session(scratch_kafka.bootstrap, f"hang-{suffix}", f"hang-txn-{suffix}")
+    assert ours["held"] == 0 and ours["released"] == 3, ours
+    assert ours["producers"] and ours["producers"][0][-1] == "None", ours
+    assert ours["aborted_transactions"] == [0], ours
+    # its coordinator still has it open: not hanging for find-hanging, on both
+    assert ours["hanging"] == [], ours
+    assert ours == theirs
