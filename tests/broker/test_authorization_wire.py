@@ -164,6 +164,23 @@ def test_producer_ids_and_transactions(secured):
         ended = alice.call(26, 3, {"transactional_id": "other", "producer_id": 1,
                                    "producer_epoch": 0, "committed": True})
         assert ended["error_code"] == TXN_AUTH
+        # markers are the cluster's to write (CLUSTER_ACTION): nothing is appended
+        marker = {"markers": [{"producer_id": 7, "producer_epoch": 0,
+                               "transaction_result": False, "coordinator_epoch": 0,
+                               "topics": [{"name": "orders", "partition_indexes": [0]}]}]}
+        refused = alice.call(27, 1, marker)["markers"][0]["topics"][0]["partitions"]
+        assert refused == [{"partition_index": 0, "error_code": CLUSTER_AUTH}]
+        end = alice.call(2, 5, {"replica_id": -1, "isolation_level": 0, "topics": [{
+            "name": "orders", "partitions": [{"partition_index": 0, "timestamp": -1,
+                                              "current_leader_epoch": -1}]}]})
+    with _login(secured, "admin") as admin:  # a super user may
+        written = admin.call(27, 1, marker)["markers"][0]["topics"][0]["partitions"]
+        assert written == [{"partition_index": 0, "error_code": 0}]
+        after = admin.call(2, 5, {"replica_id": -1, "isolation_level": 0, "topics": [{
+            "name": "orders", "partitions": [{"partition_index": 0, "timestamp": -1,
+                                              "current_leader_epoch": -1}]}]})
+    offset = end["topics"][0]["partitions"][0]["offset"]
+    assert after["topics"][0]["partitions"][0]["offset"] == offset + 1  # the one marker
 
 
 def test_a_regex_subscription_gets_only_the_topics_the_consumer_may_describe(secured):

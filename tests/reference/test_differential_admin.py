@@ -68,7 +68,6 @@ def _metadata_names(names, version):
 # real client only sends an API its broker advertises; these are the ones kcoord
 # leaves out, on purpose and for now (docs/deviations.md, the README's table).
 NOT_SERVED = {
-    27: "broker to broker: on one node the transaction coordinator writes its markers itself",
     **dict.fromkeys((38, 39, 40, 41), "delegation tokens"),
     **dict.fromkeys((76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92), "share groups"),
     **dict.fromkeys((88, 89, 93), "streams groups"),
