@@ -1,14 +1,15 @@
 """ListOffsets (key 2), versions 0-11.
 
 - -1 (latest): the high watermark (read_uncommitted) or last stable offset
-  (read_committed, v2+); the log end offset for ``replica_id`` -2 (debug).
+  (read_committed, v2+); the log end offset for any other ``replica_id`` than a
+  consumer's (-1): -2 (debug), a broker's.
 - -2 (earliest) and -4 (earliest local, v8+): the log start offset.
 - -3 (max timestamp, v7+): the record with the largest timestamp and its
   offset, read from its segment even below the log start offset (as Kafka,
   after DeleteRecords); -1/-1 for an empty log.
 - -3 and T >= 0 answer only an offset below the last fetchable one (the last
   stable offset under read_committed, else the high watermark; the log end for
-  ``replica_id`` -2), and -1/-1 otherwise, as Kafka's
+  another ``replica_id`` than -1), and -1/-1 otherwise, as Kafka's
   Partition.fetchOffsetForTimestamp: the newest record of a transaction still
   open is not a read_committed consumer's to find.
 - -5 (latest tiered, v9+) and -6 (earliest pending upload, v11+): -1, as
@@ -52,7 +53,6 @@ from kcoord.storage.log import wall_clock_ms
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 EARLIEST_PENDING_UPLOAD = -6
 CONSUMER_REPLICA = -1
-DEBUG_REPLICA = -2
 READ_COMMITTED = 1
 _MIN_VERSION = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
                 EARLIEST_PENDING_UPLOAD: 11}
@@ -166,7 +166,9 @@ def _lookup(broker, request, version: int, name: str, part) -> dict:
 
 
 def _last_fetchable(request, view) -> int:
-    if request.replica_id == DEBUG_REPLICA:
+    """ReplicaManager.fetchOffset: the isolation level is a consumer's (replica id
+    -1); a debug client (-2) or a broker gets the log end offset."""
+    if request.replica_id != CONSUMER_REPLICA:
         return view.log_end_offset
     if request.isolation_level == READ_COMMITTED:
         return view.last_stable_offset

@@ -215,9 +215,15 @@ class TransactionService:
         broker = self._broker
         if topic == OFFSETS_TOPIC:
             while True:
-                code = await broker.groups.complete_transaction(
-                    index, producer_id, producer_epoch, commit, coordinator_epoch)
-                if code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or not wait_for_load:
+                try:
+                    code = await broker.groups.complete_transaction(
+                        index, producer_id, producer_epoch, commit, coordinator_epoch)
+                except StorageError as exc:  # its producer state could not be read
+                    return exc.code, str(exc)
+                if code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or not wait_for_load \
+                        or broker.groups.loaded.is_set():
+                    # (loads ended with the partition still loading: a stop
+                    # cancelled them; asking again would only spin)
                     return code, None
                 await broker.groups.loaded.wait()
         plog = broker.logs.get(topic, index)

@@ -181,6 +181,22 @@ def test_producer_ids_and_transactions(secured):
                                               "current_leader_epoch": -1}]}]})
     offset = end["topics"][0]["partitions"][0]["offset"]
     assert after["topics"][0]["partitions"][0]["offset"] == offset + 1  # the one marker
+    # ALTER on the cluster is enough (KIP-664: what abortTransaction asks)
+    altering = _acl(CLUSTER, "kafka-cluster", ALTER)
+    with _login(secured, "admin") as admin:
+        assert admin.call(30, 3, {"creations": [altering]})["results"][0]["error_code"] == 0
+    try:
+        time.sleep(0.2)
+        with _login(secured, "alice") as alice:
+            written = alice.call(27, 1, marker)["markers"][0]["topics"][0]["partitions"]
+            assert written == [{"partition_index": 0, "error_code": 0}]
+    finally:
+        with _login(secured, "admin") as admin:
+            deleted = admin.call(31, 3, {"filters": [{
+                "resource_type_filter": CLUSTER, "resource_name_filter": "kafka-cluster",
+                "pattern_type_filter": LITERAL, "principal_filter": "User:alice",
+                "host_filter": "*", "operation": ALTER, "permission_type": ALLOW}]})
+            assert deleted["filter_results"][0]["error_code"] == 0
 
 
 def test_a_regex_subscription_gets_only_the_topics_the_consumer_may_describe(secured):

@@ -358,3 +358,92 @@ def test_an_abort_marker_from_a_tool_ends_a_hanging_transaction(wire, version):
     assert _markers(wire, pid, epoch, [(topic, 0)], coordinator_epoch=5) == {(topic, 0): E.NONE}
     assert _markers(wire, pid, epoch, [(topic, 0)], coordinator_epoch=4) == {
         (topic, 0): E.TRANSACTION_COORDINATOR_FENCED}
+
+
+def _offsets(wire, topic: str, timestamp: int, *, committed: bool, replica_id: int = -1):
+    answer = wire.call(2, 7, {"replica_id": replica_id, "isolation_level": 1 if committed else 0,
+                              "topics": [{"name": topic, "partitions": [
+                                  {"partition_index": 0, "timestamp": timestamp,
+                                   "current_leader_epoch": -1}]}]})
+    part = answer["topics"][0]["partitions"][0]
+    return part["offset"], part["timestamp"]
+
+
+def test_list_offsets_finds_no_record_past_the_last_stable_offset(wire):
+    """The largest timestamp and a lookup by time answer only offsets below the
+    last fetchable one (Kafka's Partition.fetchOffsetForTimestamp): under
+    read_committed the newest records, of a transaction still open, are not
+    found; read_uncommitted and a broker's own replica id find them."""
+    topic, txn_id = "txw-lso-lookup", "txw-lso-lookup"
+    create_topic(wire, topic, partitions=1)
+    old = 1_700_000_000_000
+    from kcoord.protocol.records import Record, build_batch
+    assert wire.call(0, 9, {"transactional_id": None, "acks": -1, "timeout_ms": 5000,
+                            "topic_data": [{"name": topic, "partition_data": [{
+                                "index": 0, "records": build_batch(
+                                    [Record(0, old, None, b"before")])}]}]}
+                     )["responses"][0]["partition_responses"][0]["error_code"] == E.NONE
+    pid, epoch = _begin(wire, txn_id)
+    assert T.add_partitions(wire, txn_id, pid, epoch, [(topic, 0)])[(topic, 0)] == E.NONE
+    assert T.produce(wire, txn_id, topic, 0,
+                     T.txn_batch(pid, epoch, 0, [b"o1", b"o2"]))["error_code"] == E.NONE
+    newest, newest_ts = _offsets(wire, topic, -3, committed=False)
+    assert newest == 1 and newest_ts > old
+    assert _offsets(wire, topic, -3, committed=True) == (-1, -1)
+    assert _offsets(wire, topic, old + 1, committed=True) == (-1, -1)
+    assert _offsets(wire, topic, old + 1, committed=False)[0] == 1
+    assert _offsets(wire, topic, old, committed=True) == (0, old)  # below the LSO: found
+    # a broker asking (replica id 5): the log end counts, not the isolation level
+    assert _offsets(wire, topic, -3, committed=True, replica_id=5)[0] == 1
+    assert _offsets(wire, topic, -1, committed=True, replica_id=5)[0] == 3
+    assert _offsets(wire, topic, -1, committed=True)[0] == 1
+    assert T.end_txn_settled(wire, txn_id, pid, epoch, True) == E.NONE
+    # committed: found (the newest is now the commit marker, stamped last)
+    ended = _offsets(wire, topic, -3, committed=True)
+    assert ended[0] == 3 and ended == _offsets(wire, topic, -3, committed=False)
+    # records put out of reach by DeleteRecords: the largest timestamp is still read
+    moved = wire.call(21, 2, {"topics": [{"name": topic, "partitions": [
+        {"partition_index": 0, "offset": -1}]}], "timeout_ms": 5000})
+    assert moved["topics"][0]["partitions"][0]["error_code"] == E.NONE
+    assert _offsets(wire, topic, -3, committed=False) == ended
+
+
+def test_a_read_committed_fetch_waiting_at_the_last_stable_offset_wakes_on_an_abort_marker(
+        broker, wire):
+    topic, txn_id = "txw-hang-wake", "txw-hang-wake"
+    create_topic(wire, topic, partitions=1)
+    pid, epoch = _begin(wire, txn_id)
+    assert T.add_partitions(wire, txn_id, pid, epoch, [(topic, 0)])[(topic, 0)] == E.NONE
+    assert T.produce(wire, txn_id, topic, 0,
+                     T.txn_batch(pid, epoch, 0, [b"w1"]))["error_code"] == E.NONE
+    from kcoord.protocol.client import WireClient
+    with WireClient.to(broker.bootstrap) as reader:
+        reader.send(1, 11, {
+            "replica_id": -1, "max_wait_ms": 10_000, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 1, "topics": [{"topic": topic, "partitions": [
+                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+        time.sleep(0.2)  # parked: nothing below the last stable offset yet
+        began = time.monotonic()
+        assert _markers(wire, pid, epoch, [(topic, 0)]) == {(topic, 0): E.NONE}
+        part = reader.receive(1, 11)["responses"][0]["partitions"][0]
+        assert time.monotonic() - began < 5  # woken by the marker, not by max_wait_ms
+    assert part["last_stable_offset"] == 2
+    assert part["aborted_transactions"] == [{"producer_id": pid, "first_offset": 0}]
+
+
+def test_a_marker_for_a_group_coordinator_not_ready_is_not_leader_or_follower(
+        broker, wire, monkeypatch):
+    """As Kafka's KafkaApis maps it, for the sender to retry (Admin.abortTransaction
+    gives up on the coordinator's own errors); a ready one writes it."""
+    groups = broker.broker.groups
+    real = groups.complete_transaction
+    for code in (E.COORDINATOR_LOAD_IN_PROGRESS, E.NOT_COORDINATOR,
+                 E.COORDINATOR_NOT_AVAILABLE):
+        async def not_ready(*_args, code=code):
+            return code
+        monkeypatch.setattr(groups, "complete_transaction", not_ready)
+        assert _markers(wire, 4242, 0, [("__consumer_offsets", 3)]) == {
+            ("__consumer_offsets", 3): E.NOT_LEADER_OR_FOLLOWER}
+    monkeypatch.setattr(groups, "complete_transaction", real)
+    assert _markers(wire, 4242, 0, [("__consumer_offsets", 3)]) == {
+        ("__consumer_offsets", 3): E.NONE}
