@@ -104,5 +104,7 @@ def test_acknowledged_topic_operations_survive_sigkill(tmp_path):
                     acked[name] = None
         finally:
             assert again.terminate() == 0
-    assert any(state is not None for state in acked.values()), f"seed {seed}"
+    # The run did something: topics were acknowledged (the random deletes may
+    # have taken every one of them by the end).
+    assert acked, f"seed {seed}"
 
