@@ -26,6 +26,8 @@ and makes the transaction's offsets count or drops them.
 
 from __future__ import annotations
 
+import asyncio
+
 import structlog
 
 from kcoord.broker.apis import api
@@ -40,6 +42,9 @@ log = structlog.get_logger("kcoord.transactions")
 # would be (KafkaApis), for the sender to retry.
 _NOT_READY = (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
               ErrorCode.NOT_COORDINATOR)
+# Partitions answered between two turns given to the other clients: a request
+# naming a great many (even unknown) ones does not hold the event loop.
+PARTITIONS_PER_TURN = 256
 
 
 @api(key=27, versions=(1, 2))
@@ -47,11 +52,15 @@ async def write_txn_markers(ctx, request):
     permitted = allowed(ctx, ALTER, CLUSTER) or allowed(ctx, CLUSTER_ACTION, CLUSTER)
     broker = ctx.broker
     answers = []
+    done = 0
     for marker in request.markers:
         topics = []
         for topic in marker.topics:
             partitions = []
             for index in topic.partition_indexes:
+                done += 1
+                if done % PARTITIONS_PER_TURN == 0:
+                    await asyncio.sleep(0)
                 if not permitted:
                     code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
                 elif find_partition(broker, topic.name, index) is None:

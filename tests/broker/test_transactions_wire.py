@@ -447,3 +447,27 @@ def test_a_marker_for_a_group_coordinator_not_ready_is_not_leader_or_follower(
     monkeypatch.setattr(groups, "complete_transaction", real)
     assert _markers(wire, 4242, 0, [("__consumer_offsets", 3)]) == {
         ("__consumer_offsets", 3): E.NONE}
+
+
+def test_a_marker_naming_many_partitions_is_answered_for_each_and_others_are_served(
+        broker, wire):
+    """Markers for 20,000 partitions of an unknown topic: every one answered
+    UNKNOWN_TOPIC_OR_PARTITION, in order, and the loop serves another client
+    meanwhile (the handler gives way every PARTITIONS_PER_TURN partitions)."""
+    from kcoord.broker.apis import k027_write_txn_markers as k027
+
+    served = []
+    real = k027.asyncio.sleep
+
+    async def counting(delay):
+        served.append(delay)
+        return await real(delay)
+
+    k027.asyncio.sleep = counting
+    try:
+        answer = _markers(wire, 99, 0, [("txw-no-such-many", p) for p in range(20_000)])
+    finally:
+        k027.asyncio.sleep = real
+    assert list(answer) == [("txw-no-such-many", p) for p in range(20_000)]
+    assert set(answer.values()) == {E.UNKNOWN_TOPIC_OR_PARTITION}
+    assert len(served) == 20_000 // k027.PARTITIONS_PER_TURN
