@@ -244,7 +244,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("max.message.bytes", INT, 1_048_588, validator=_nonneg),
     ConfigDef("message.downconversion.enable", BOOLEAN, True),
     ConfigDef("message.format.version", STRING, "3.0-IV1", validator=_message_format_version),
-    ConfigDef("message.timestamp.after.max.ms", LONG, (1 << 63) - 1, validator=_nonneg),
+    ConfigDef("message.timestamp.after.max.ms", LONG, 3_600_000, validator=_nonneg),  # KIP-1030
     ConfigDef("message.timestamp.before.max.ms", LONG, (1 << 63) - 1, validator=_nonneg),
     ConfigDef("message.timestamp.difference.max.ms", LONG, (1 << 63) - 1, validator=_nonneg),
     ConfigDef("message.timestamp.type", STRING, "CreateTime", choices=("CreateTime", "LogAppendTime")),

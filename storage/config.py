@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 DAY_MS = 24 * 60 * 60 * 1000
 LONG_MAX = (1 << 63) - 1
+TIMESTAMP_AFTER_MAX_MS = 3_600_000
 
 FLUSH_POLICIES = ("never", "batch", "always")
 
@@ -71,7 +72,8 @@ class LogConfig:
     max_message_bytes: int = 1024 * 1024 + 12
     message_timestamp_type: str = "CreateTime"
     message_timestamp_before_max_ms: int = LONG_MAX
-    message_timestamp_after_max_ms: int = LONG_MAX
+    # Kafka 4.0 bounds it at an hour (KIP-1030; Long.MAX before)
+    message_timestamp_after_max_ms: int = TIMESTAMP_AFTER_MAX_MS
     message_timestamp_difference_max_ms: int = LONG_MAX  # deprecated; fills the two above
     compression_type: str = "producer"
     compression_gzip_level: int = -1
@@ -112,11 +114,13 @@ class LogConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "cleanup_policy", _policy(self.cleanup_policy))
-        # LogConfig.getMessageTimestampBeforeMaxMs/AfterMaxMs: the deprecated
-        # difference bound applies where the new ones keep their default.
-        for attr in ("message_timestamp_before_max_ms", "message_timestamp_after_max_ms"):
-            if getattr(self, attr) == LONG_MAX:
-                object.__setattr__(self, attr, self.message_timestamp_difference_max_ms)
+        # LogConfig.getMessageTimestampBeforeMaxMs/AfterMaxMs (3.x): the deprecated
+        # difference bound, where set, applies where the new ones keep their default.
+        if self.message_timestamp_difference_max_ms != LONG_MAX:
+            for attr, default in (("message_timestamp_before_max_ms", LONG_MAX),
+                                  ("message_timestamp_after_max_ms", TIMESTAMP_AFTER_MAX_MS)):
+                if getattr(self, attr) == default:
+                    object.__setattr__(self, attr, self.message_timestamp_difference_max_ms)
         _compression(self.compression_type)
         _flush(self.flush_policy)
         _timestamp_type(self.message_timestamp_type)

@@ -43,6 +43,7 @@ _DEV_DEFAULT_NAMES = set(_KCOORD_DEFAULTS) | {"log.roll.ms"} | {
 } | {  # group configs too
     name for name, entry in GROUP_CONFIGS.items() if entry.synonym in DEV_DEFAULTS
 }
+_TIMESTAMP_AFTER_MAX = {"message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms"}
 _CLUSTER_ID = re.compile(r"^[A-Za-z0-9_-]{22}$")
 
 
@@ -84,6 +85,7 @@ class Normalizer:
         answer = self._walk(answer)
         if self.side.before_elr and api_key in (19, 32):
             self._before_elr(answer)
+            self._before_kip_1030(answer)
         if api_key == 18:
             # kcoord has no KRaft metadata log, so it has no feature levels
             # (metadata.version ...) to list (docs/deviations.md).
@@ -155,6 +157,20 @@ class Normalizer:
                     if "synonyms" in entry:  # (CreateTopics lists none)
                         entry["synonyms"] = below
                     entry["config_source"] = below[0]["source"] if below else DEFAULT_CONFIG
+
+    @staticmethod
+    def _before_kip_1030(answer: dict) -> None:
+        """Kafka 4.0 bounds a record's timestamp at an hour ahead by default
+        (KIP-1030; kcoord too, test_differential_newest_versions asks Kafka 4.4),
+        where 3.9's default is Long.MAX: kcoord's default as 3.9 would state it."""
+        for result in answer.get("results", answer.get("topics", [])):
+            for entry in result.get("configs") or []:
+                for item in [entry, *(entry.get("synonyms") or [])]:
+                    # (v0 states no source)
+                    default = item.get("config_source", item.get("source")) in (DEFAULT_CONFIG, -1)
+                    if item["name"] in _TIMESTAMP_AFTER_MAX and item["value"] == "3600000" \
+                            and default:
+                        item["value"] = str((1 << 63) - 1)
 
     @staticmethod
     def _dev_default_source(entry: dict) -> None:

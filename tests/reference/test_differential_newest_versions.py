@@ -6,13 +6,16 @@ asked of kcoord and Kafka 4.4 with the same bytes and compared field by field.""
 from __future__ import annotations
 
 import itertools
+import re
+import time
 import uuid
 
 import pytest
 
 from kcoord.protocol import compression
 from kcoord.protocol.client import WireClient
-from tests.reference.differential import Differential
+from kcoord.protocol.records import Record, build_batch, decode_record_set
+from tests.reference.differential import Differential, differences
 from tests.reference.test_differential_data import (
     _batch,
     _fetch_body,
@@ -88,6 +91,32 @@ def test_produce_13_refusals_as_kafka_4_4(d):
     for records in (bytes(corrupt), _batch(b"x") + _batch(b"y")):
         d.same(0, 13, lambda side: _by_id([side.topic_ids[topic]], records))
     d.same(0, 13, lambda side: dict(_by_id([side.topic_ids[topic]], _batch(b"x")), acks=2))
+
+
+def test_a_timestamp_more_than_an_hour_ahead_is_refused_by_default(d):
+    """Kafka 4.0 bounds a CreateTime record at an hour past the broker's clock
+    by default (``message.timestamp.after.max.ms``, KIP-1030; Long.MAX before):
+    a batch two hours ahead is refused whole, one a minute ahead appended."""
+    topic = _topic(d)
+    now = time.time_ns() // 1_000_000
+    for ahead in (120 * 60_000, 60_000):
+        records = build_batch([Record(None, now + ahead, b"k", b"v"),
+                               Record(None, now, b"k", b"w")])
+        ours, theirs = d.ask(0, 12, _produce_body(topic, records))
+        for answer in (ours, theirs):
+            part = answer["responses"][0]["partition_responses"][0]
+            # each broker states the bounds from its own clock
+            part["error_message"] = re.sub(r"\[-?\d+, -?\d+\]", "[...]",
+                                           part["error_message"] or "")
+            for error in part["record_errors"]:
+                error["batch_index_error_message"] = re.sub(
+                    r"\[-?\d+, -?\d+\]", "[...]", error["batch_index_error_message"] or "")
+        assert not differences(ours, theirs), differences(ours, theirs)
+        code = ours["responses"][0]["partition_responses"][0]["error_code"]
+        assert code == (32 if ahead > 3_600_000 else 0)  # INVALID_TIMESTAMP
+    answer = d.same(1, 12, _fetch_body(topic, 0))
+    batches = decode_record_set(answer["responses"][0]["partitions"][0]["records"])
+    assert [r.value for b in batches for r in b.records] == [b"v", b"w"]
 
 
 @pytest.mark.parametrize("version", [9, 10, 11])
