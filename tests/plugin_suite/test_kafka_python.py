@@ -39,18 +39,25 @@ class _Polling(threading.Thread):
 def test_two_consumers_share_the_partitions_and_commit(kcoord):
     topic = kcoord.create_topic("payments", partitions=4)
     group = kcoord.group("billing")
-    consumers = [KafkaConsumer(topic, bootstrap_servers=kcoord.bootstrap, group_id=group,
+    consumers = [KafkaConsumer(bootstrap_servers=kcoord.bootstrap, group_id=group,
                                auto_offset_reset="earliest", enable_auto_commit=False,
                                heartbeat_interval_ms=200)
                  for _ in range(2)]
+    for consumer in consumers:
+        # The topic's partitions known before joining: a leader that does not
+        # know them yet assigns nothing and asks for another rebalance once it does.
+        assert consumer.partitions_for_topic(topic) == {0, 1, 2, 3}
+        consumer.subscribe([topic])
     pollers = [_Polling(consumer) for consumer in consumers]
     for poller in pollers:
         poller.start()
     try:
         # bounded in time (Kafka's defaults delay a new group's first rebalance by 3 s)
-        kcoord.wait_for_group(group, members=2, state="Stable", timeout=60)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not all(c.assignment() for c in consumers):
+        while time.monotonic() < deadline and not (
+                all(c.assignment() for c in consumers) and
+                sorted(map(len, kcoord.assignment(group).values())) == [2, 2]):
+            assert not any(p.error for p in pollers), [p.error for p in pollers]
             time.sleep(0.05)
         assignment = kcoord.assignment(group)
         assert sorted(p for owned in assignment.values() for p in owned) == \
