@@ -180,15 +180,6 @@ class _ThrottledReplicas:
                 "format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
 
 
-_MESSAGE_FORMAT = re.compile(r"0\.(8\.[0-2]|9\.0|10\.[0-2]|11\.0)(\.[0-9]+)?(-IV[0-9]+)?"
-                             r"|[1-3]\.[0-9]+(-IV[0-9]+)?")
-
-
-def _message_format_version(value) -> str | None:
-    # Any release Kafka's MetadataVersion knows; the value no longer changes the format.
-    return None if _MESSAGE_FORMAT.fullmatch(value) else f"Version {value} is not a valid version"
-
-
 ASSIGNOR_CLASSES = {
     "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
     "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
@@ -230,6 +221,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
               choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
     ConfigDef("compression.zstd.level", INT, 3, validator=Between(-131072, 22)),
     ConfigDef("delete.retention.ms", LONG, 86_400_000, validator=_nonneg),
+    # share groups' dead-letter topics (KIP-1191): no share groups here, kept as set
+    ConfigDef("errors.deadletterqueue.group.enable", BOOLEAN, False),
     ConfigDef("file.delete.delay.ms", LONG, 60_000, validator=_nonneg),
     ConfigDef("flush.messages", LONG, (1 << 63) - 1, validator=_positive),
     ConfigDef("flush.ms", LONG, (1 << 63) - 1, validator=_nonneg),
@@ -241,17 +234,19 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("local.retention.bytes", LONG, -2, validator=AtLeast(-2)),
     ConfigDef("local.retention.ms", LONG, -2, validator=AtLeast(-2)),
     ConfigDef("max.compaction.lag.ms", LONG, (1 << 63) - 1, validator=_positive),
+    # a record's size once decompressed, checked where a compressed batch is validated
+    ConfigDef("max.decompressed.message.bytes", INT, 2_147_483_639, validator=AtLeast(1)),
     ConfigDef("max.message.bytes", INT, 1_048_588, validator=_nonneg),
-    ConfigDef("message.downconversion.enable", BOOLEAN, True),
-    ConfigDef("message.format.version", STRING, "3.0-IV1", validator=_message_format_version),
     ConfigDef("message.timestamp.after.max.ms", LONG, 3_600_000, validator=_nonneg),  # KIP-1030
     ConfigDef("message.timestamp.before.max.ms", LONG, (1 << 63) - 1, validator=_nonneg),
-    ConfigDef("message.timestamp.difference.max.ms", LONG, (1 << 63) - 1, validator=_nonneg),
     ConfigDef("message.timestamp.type", STRING, "CreateTime", choices=("CreateTime", "LogAppendTime")),
     ConfigDef("min.cleanable.dirty.ratio", DOUBLE, 0.5, validator=Between(0, 1)),
     ConfigDef("min.compaction.lag.ms", LONG, 0, validator=_nonneg),
     ConfigDef("min.insync.replicas", INT, 1, validator=_positive),
     ConfigDef("preallocate", BOOLEAN, False),
+    # tiered storage's upload lags: no remote storage here, kept as set
+    ConfigDef("remote.copy.lag.bytes", LONG, -1, validator=AtLeast(-1)),
+    ConfigDef("remote.copy.lag.ms", LONG, 0, validator=AtLeast(-1)),
     ConfigDef("remote.log.copy.disable", BOOLEAN, False),
     ConfigDef("remote.log.delete.on.disable", BOOLEAN, False),
     ConfigDef("remote.storage.enable", BOOLEAN, False),
@@ -282,17 +277,17 @@ TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
     "local.retention.bytes": "log.local.retention.bytes",
     "local.retention.ms": "log.local.retention.ms",
     "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "max.decompressed.message.bytes": "max.decompressed.message.bytes",
     "max.message.bytes": "message.max.bytes",
-    "message.downconversion.enable": "log.message.downconversion.enable",
-    "message.format.version": "log.message.format.version",
     "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
     "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
-    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
     "message.timestamp.type": "log.message.timestamp.type",
     "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
     "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
     "min.insync.replicas": "min.insync.replicas",
     "preallocate": "log.preallocate",
+    "remote.copy.lag.bytes": "log.remote.copy.lag.bytes",
+    "remote.copy.lag.ms": "log.remote.copy.lag.ms",
     "retention.bytes": "log.retention.bytes",
     "retention.ms": "log.retention.ms",
     "segment.bytes": "log.segment.bytes",
@@ -445,9 +440,11 @@ DYNAMIC_BROKER_CONFIGS = frozenset({
     "log.flush.interval.messages", "log.flush.interval.ms", "log.index.interval.bytes",
     "log.index.size.max.bytes", "log.local.retention.bytes", "log.local.retention.ms",
     "log.message.timestamp.after.max.ms", "log.message.timestamp.before.max.ms",
-    "log.message.timestamp.type", "log.preallocate", "log.retention.bytes", "log.retention.ms",
+    "log.message.timestamp.type", "log.preallocate", "log.remote.copy.lag.bytes",
+    "log.remote.copy.lag.ms", "log.retention.bytes", "log.retention.ms",
     "log.roll.jitter.ms", "log.roll.ms", "log.segment.bytes", "log.segment.delete.delay.ms",
-    "message.max.bytes", "min.insync.replicas", "producer.id.expiration.ms",
+    "max.decompressed.message.bytes", "message.max.bytes", "min.insync.replicas",
+    "producer.id.expiration.ms",
     "unclean.leader.election.enable",
 })
 # The development defaults, with Kafka's own value beside each (README lists these).

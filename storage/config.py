@@ -16,6 +16,7 @@ from typing import Any, Mapping
 DAY_MS = 24 * 60 * 60 * 1000
 LONG_MAX = (1 << 63) - 1
 TIMESTAMP_AFTER_MAX_MS = 3_600_000
+MAX_DECOMPRESSED_MESSAGE_BYTES = 2_147_483_639  # the largest array the JVM allocates
 
 FLUSH_POLICIES = ("never", "batch", "always")
 
@@ -70,11 +71,11 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
     max_message_bytes: int = 1024 * 1024 + 12
+    max_decompressed_message_bytes: int = MAX_DECOMPRESSED_MESSAGE_BYTES
     message_timestamp_type: str = "CreateTime"
     message_timestamp_before_max_ms: int = LONG_MAX
     # Kafka 4.0 bounds it at an hour (KIP-1030; Long.MAX before)
     message_timestamp_after_max_ms: int = TIMESTAMP_AFTER_MAX_MS
-    message_timestamp_difference_max_ms: int = LONG_MAX  # deprecated; fills the two above
     compression_type: str = "producer"
     compression_gzip_level: int = -1
     compression_lz4_level: int = 9
@@ -98,10 +99,10 @@ class LogConfig:
         "min.compaction.lag.ms": ("min_compaction_lag_ms", int),
         "max.compaction.lag.ms": ("max_compaction_lag_ms", int),
         "max.message.bytes": ("max_message_bytes", int),
+        "max.decompressed.message.bytes": ("max_decompressed_message_bytes", int),
         "message.timestamp.type": ("message_timestamp_type", _timestamp_type),
         "message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", int),
         "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", int),
-        "message.timestamp.difference.max.ms": ("message_timestamp_difference_max_ms", int),
         "compression.type": ("compression_type", _compression),
         "compression.gzip.level": ("compression_gzip_level", int),
         "compression.lz4.level": ("compression_lz4_level", int),
@@ -114,13 +115,6 @@ class LogConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "cleanup_policy", _policy(self.cleanup_policy))
-        # LogConfig.getMessageTimestampBeforeMaxMs/AfterMaxMs (3.x): the deprecated
-        # difference bound, where set, applies where the new ones keep their default.
-        if self.message_timestamp_difference_max_ms != LONG_MAX:
-            for attr, default in (("message_timestamp_before_max_ms", LONG_MAX),
-                                  ("message_timestamp_after_max_ms", TIMESTAMP_AFTER_MAX_MS)):
-                if getattr(self, attr) == default:
-                    object.__setattr__(self, attr, self.message_timestamp_difference_max_ms)
         _compression(self.compression_type)
         _flush(self.flush_policy)
         _timestamp_type(self.message_timestamp_type)

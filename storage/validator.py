@@ -46,6 +46,7 @@ from kcoord.protocol.records import (
     crc_valid,
     decode_batch,
     iter_entries,
+    largest_record_body,
     set_base_offset,
     set_log_append_time,
     set_max_timestamp,
@@ -136,6 +137,14 @@ def validate_and_assign(buf: bytearray, *, tp: str, config: LogConfig, next_offs
             walked = walk_records(payload, count)
         except (CorruptRecordError, ValueError, OSError, compression.UnsupportedCodecError) as exc:
             raise InvalidRecordError(f"{exc} in topic partition {tp}") from exc
+        limit = config.max_decompressed_message_bytes
+        if header.compression != compression.NONE and len(payload) > limit:
+            # max.decompressed.message.bytes: a record's body once decompressed
+            # (DefaultRecord.readFrom with LogValidator's maxRecordBodySize)
+            largest = largest_record_body(payload, count)
+            if largest > limit:
+                raise InvalidRecordError(f"Invalid record size: {largest} exceeds the "
+                                         f"configured maximum record size of {limit}.")
         _check_records(header, walked, config, now, tp, offset)
         rebuild = (target is not None and header.compression != target
                    and not (header.is_control and header.compression == compression.NONE)) \

@@ -140,7 +140,7 @@ class TopicManager:
         for entry in self.store.load().values():
             self._add(Topic(entry["name"], topic_id_from_str(entry["topic_id"]),
                             int(entry["partitions"]),
-                            _below_the_floor(entry["name"], dict(entry.get("configs", {})))))
+                            _below_the_floor(entry["name"], _known(entry))))
         log.info("topics.loaded", count=len(self.topics), data_dir=str(self.data_dir))
         if OFFSETS_TOPIC not in self.topics:
             offsets = Topic(OFFSETS_TOPIC, new_topic_id(),
@@ -596,6 +596,21 @@ def _below_the_floor(name: str, configs: dict[str, str], quiet: bool = False) ->
         if not quiet:
             log.warning("topic.segment_bytes_below_floor", topic=name, segment_bytes=raw,
                         kept_as="internal.segment.bytes")
+    return configs
+
+
+def _known(entry: dict) -> dict[str, str | None]:
+    """A stored topic's configs that Kafka 4.x still knows: those it removed
+    (message.format.version, message.downconversion.enable,
+    message.timestamp.difference.max.ms; an earlier kcoord kept them) are
+    dropped with a log line: Kafka 4.x no longer applies them."""
+    configs = dict(entry.get("configs", {}))
+    gone = sorted(name for name in configs if name not in TOPIC_CONFIGS)
+    if gone:
+        log.warning("topic.configs_dropped", topic=entry["name"], configs=gone,
+                    reason="not topic configs of Kafka 4.x")
+        for name in gone:
+            del configs[name]
     return configs
 
 

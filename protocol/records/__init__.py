@@ -64,6 +64,7 @@ from kcoord.protocol.records.decode import (
     decode_records_fast,
     key_values,
     record_keys,
+    largest_record_body,
     walk_records,
 )
 from kcoord.protocol.records.build import (
@@ -128,6 +129,7 @@ __all__ = [
     "decode_records_fast",
     "key_values",
     "record_keys",
+    "largest_record_body",
     "walk_records",
     "assemble_batch",
     "build_batch",

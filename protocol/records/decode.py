@@ -64,6 +64,19 @@ def _zigzag_at(data: bytes, pos: int, max_shift: int = 28) -> tuple[int, int]:
             raise CorruptRecordError("varint too long")
 
 
+def largest_record_body(data: bytes, count: int) -> int:
+    """The largest body length (the length varint's value) among the first
+    ``count`` records of a decompressed batch whose structure ``walk_records``
+    has checked."""
+    largest = 0
+    pos = 0
+    for _ in range(count):
+        length, pos = _zigzag_at(data, pos)
+        largest = max(largest, length)
+        pos += length
+    return largest
+
+
 def decode_records_fast(data: bytes, count: int, base_offset: int, base_ts: int, ts_override):
     """The records of a decompressed batch, decoded by offsets into ``data``.
 

@@ -179,3 +179,32 @@ def test_a_segment_size_kept_below_kafka_4_s_floor_still_starts_and_keeps_its_se
     offsets = node.broker.topics.get("__consumer_offsets")
     assert offsets.configs["internal.segment.bytes"] == "65536"
     assert node.broker.log_config("__consumer_offsets").segment_bytes == 65536
+
+
+def test_topic_configs_kafka_4_removed_are_dropped_from_an_older_data_dir(make_broker, tmp_path):
+    """A data dir holding a topic with configs Kafka 4.0 removed (as an older
+    kcoord accepted them): the broker starts without them and the topic's other
+    configs stay, and it can be altered (no unknown name left to refuse)."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    from kcoord.broker.topics.manager import new_topic_id
+    from kcoord.broker.topics.store import TopicStore
+
+    TopicStore(tmp_path).record(created=[{"name": "old-configs", "partitions": 1,
+                                          "topic_id": topic_id_to_str(new_topic_id()),
+                                          "configs": {"message.format.version": "2.8",
+                                                      "message.downconversion.enable": "false",
+                                                      "retention.ms": "5000"}}])
+    node = make_broker(data_dir=tmp_path)
+    assert node.broker.topics.get("old-configs").configs == {"retention.ms": "5000"}
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "old-configs",
+                                            configs={"retention.ms": "7000"})])
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC,
+                                                           "old-configs")])
+    finally:
+        admin.close()
+    own = {name: entry["value"] for name, entry in described["topic"]["old-configs"].items()
+           if entry["config_source"] == "DYNAMIC_TOPIC_CONFIG"}
+    assert own == {"retention.ms": "7000"}

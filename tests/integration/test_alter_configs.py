@@ -93,6 +93,34 @@ def test_a_smaller_max_message_bytes_refuses_the_next_produce(make_broker):
     assert _described(admin, "ac-size")["max.message.bytes"] == ("200", 1)
 
 
+def test_max_decompressed_message_bytes_set_at_run_time_refuses_larger_compressed_records(
+        make_broker):
+    """Kafka 4.4's bound on a record's decompressed size: set for the broker at run
+    time, a gzip producer's larger record fails with INVALID_RECORD and a smaller
+    one is appended; a topic's own larger value lets the larger one in."""
+    node = make_broker()
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    _create(admin, "ac-decompressed")
+    _create(admin, "ac-decompressed-own", **{"max.decompressed.message.bytes": "5000"})
+    cluster = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry("max.decompressed.message.bytes", "500",
+                    incremental_operation=AlterConfigOpType.SET)])
+    (future,) = admin.incremental_alter_configs([cluster]).values()
+    future.result(10)
+    assert _described(admin, "ac-decompressed")["max.decompressed.message.bytes"][0] == "500"
+    producer = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 0,
+                         "compression.type": "gzip", "retries": 0})
+    outcomes = []
+    for topic, size in (("ac-decompressed", 1000), ("ac-decompressed", 100),
+                        ("ac-decompressed-own", 1000)):
+        producer.produce(topic, b"x" * size,
+                         on_delivery=lambda err, _m, t=topic, n=size: outcomes.append(
+                             (t, n, err.name() if err else None)))
+        producer.flush(10)
+    assert outcomes == [("ac-decompressed", 1000, "INVALID_RECORD"),
+                        ("ac-decompressed", 100, None), ("ac-decompressed-own", 1000, None)]
+
+
 def test_compaction_turned_on_at_run_time_compacts_and_survives_a_restart(make_broker, tmp_path):
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.admin.config_resource import ConfigResource as AIOResource

@@ -99,10 +99,11 @@ def test_timestamps_outside_the_topic_bounds_are_refused(tmp_path):
     _refused(plog, batch([b"v"], ts=NOW + 501), InvalidTimestampError)
     plog.append(batch([b"v"], ts=NOW + 500))
     plog.append(batch([b"v"], ts=NOW - 1_000))
-    # The deprecated difference bound fills both when they keep their defaults.
-    legacy = _log(tmp_path, "l-0", message_timestamp_difference_max_ms=10)
-    _refused(legacy, batch([b"v"], ts=NOW + 11), InvalidTimestampError)
-    _refused(legacy, batch([b"v"], ts=NOW - 11), InvalidTimestampError)
+    # By default, an hour ahead at most (KIP-1030), and no bound behind.
+    default = _log(tmp_path, "d-0")
+    _refused(default, batch([b"v"], ts=NOW + 3_600_001), InvalidTimestampError)
+    default.append(batch([b"v"], ts=NOW + 3_600_000))
+    default.append(batch([b"v"], ts=1))
 
 
 def test_a_producer_may_not_set_log_append_time(tmp_path):
@@ -203,3 +204,33 @@ def test_compression_levels_are_applied_when_recompressing(tmp_path):
         sizes[level] = plog.size_bytes
         assert [v for _o, _t, _k, v in all_records(plog)] == values
     assert sizes[9] < sizes[1]
+
+
+def test_a_compressed_record_past_max_decompressed_message_bytes_is_refused(tmp_path):
+    """max.decompressed.message.bytes bounds each record's body once decompressed:
+    the whole batch is refused; a record at the bound, or any uncompressed one
+    (never decompressed), is appended."""
+    from kcoord.protocol import compression
+
+    plog = _log(tmp_path, max_decompressed_message_bytes=100)
+
+    def one(value_size, codec=compression.GZIP, others=2):
+        return R.build_batch([R.Record(None, NOW, b"k", b"s")] * others +
+                             [R.Record(None, NOW, b"k", b"x" * value_size)],
+                             compression_type=codec)
+    for codec in (compression.GZIP, compression.LZ4, compression.ZSTD):
+        err = _refused(plog, one(200, codec))
+        assert err.code == ErrorCode.INVALID_RECORD
+        assert "exceeds the configured maximum record size of 100." in str(err)
+    # a body of exactly 100 bytes: the record's length varint says 100
+    at_bound = next(n for n in range(60, 120)
+                    if R.largest_record_body(_payload(one(n)), 3) == 100)
+    plog.append(one(at_bound))
+    _refused(plog, one(at_bound + 1))
+    plog.append(one(500, compression.NONE))
+    assert plog.log_end_offset == 6
+    assert _log(tmp_path, "u-0").append(one(5_000)) is not None  # the default: no bound
+
+
+def _payload(data: bytes) -> bytes:
+    return R.batch_payload(data, 0, len(data))

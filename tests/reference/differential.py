@@ -43,6 +43,16 @@ _DEV_DEFAULT_NAMES = set(_KCOORD_DEFAULTS) | {"log.roll.ms"} | {
 } | {  # group configs too
     name for name, entry in GROUP_CONFIGS.items() if entry.synonym in DEV_DEFAULTS
 }
+# Topic configs (and their broker properties) Kafka 4.0 removed, which kcoord
+# does not know, and those Kafka 4.4 added, which Kafka 3.9 does not: a kcoord
+# compared with Kafka 3.9 lists neither (test_differential_newest_versions
+# compares them with Kafka 4.4).
+_ONLY_IN_3_9 = {"message.format.version", "message.downconversion.enable",
+                "message.timestamp.difference.max.ms", "log.message.format.version",
+                "log.message.downconversion.enable", "log.message.timestamp.difference.max.ms"}
+_ONLY_IN_4_X = {"max.decompressed.message.bytes", "remote.copy.lag.bytes", "remote.copy.lag.ms",
+                "errors.deadletterqueue.group.enable", "log.remote.copy.lag.bytes",
+                "log.remote.copy.lag.ms"}
 _TIMESTAMP_AFTER_MAX = {"message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms"}
 _CLUSTER_ID = re.compile(r"^[A-Za-z0-9_-]{22}$")
 
@@ -66,6 +76,8 @@ class Side:
     _labels: dict[uuid.UUID, str] = field(default_factory=dict)
     # kcoord compared with a Kafka 3.9: see Normalizer._before_elr
     before_elr: bool = False
+    # a Kafka 3.9 itself: see _ONLY_IN_3_9
+    kafka_3_9: bool = False
 
     def label(self, topic_id: uuid.UUID) -> str:
         """Topic ids are random on each broker: compared by consistency, the first id
@@ -86,6 +98,9 @@ class Normalizer:
         if self.side.before_elr and api_key in (19, 32):
             self._before_elr(answer)
             self._before_kip_1030(answer)
+            self._drop_configs(answer, _ONLY_IN_4_X)
+        if self.side.kafka_3_9 and api_key in (19, 32):
+            self._drop_configs(answer, _ONLY_IN_3_9)
         if api_key == 18:
             # kcoord has no KRaft metadata log, so it has no feature levels
             # (metadata.version ...) to list (docs/deviations.md).
@@ -159,6 +174,12 @@ class Normalizer:
                     entry["config_source"] = below[0]["source"] if below else DEFAULT_CONFIG
 
     @staticmethod
+    def _drop_configs(answer: dict, names: set[str]) -> None:
+        for result in answer.get("results", answer.get("topics", [])):
+            if result.get("configs"):
+                result["configs"] = [c for c in result["configs"] if c["name"] not in names]
+
+    @staticmethod
     def _before_kip_1030(answer: dict) -> None:
         """Kafka 4.0 bounds a record's timestamp at an hour ahead by default
         (KIP-1030; kcoord too, test_differential_newest_versions asks Kafka 4.4),
@@ -222,7 +243,7 @@ class Differential:
     def __init__(self, kcoord_bootstrap: str, kafka_bootstrap: str, kafka_name: str = "Kafka"):
         self.kcoord = Side("kcoord", kcoord_bootstrap, int(kcoord_bootstrap.rsplit(":", 1)[1]))
         self.kafka = Side(kafka_name, kafka_bootstrap, int(kafka_bootstrap.rsplit(":", 1)[1]))
-        self.kcoord.before_elr = "3.9" in kafka_name
+        self.kcoord.before_elr = self.kafka.kafka_3_9 = "3.9" in kafka_name
 
     def ask(self, api_key: int, version: int, body: Body = None) -> tuple[dict, dict]:
         """Both normalized answers, kcoord's first."""

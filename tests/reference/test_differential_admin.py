@@ -342,7 +342,7 @@ def test_create_topics_success_existing_and_validate_only(diff, version):
     name = f"ct-ok-v{version}"
     configs = [("cleanup.policy", "compact"), ("retention.ms", "1000"),
                ("compression.type", "zstd"), ("max.message.bytes", "5000"),
-               ("compression.zstd.level", "5"), ("message.downconversion.enable", "false")]
+               ("compression.zstd.level", "5"), ("segment.jitter.ms", "10")]
     assert _create(d, version, _topic(f"{name}-dry", 4, configs=configs),
                    validate_only=version >= 1)["topics"][0]["error_code"] == 0
     created = _create(d, version, _topic(name, 2, configs=configs),
@@ -523,17 +523,14 @@ def test_describe_configs_broker_answers_kafka_values_for_what_kcoord_knows(diff
     common = set(writable[0]) & set(writable[1]) - _SECURITY_SET_AT_START
     assert {n: writable[0][n] for n in common} == {n: writable[1][n] for n in common}
     assert all(writable[0][n] for n in _SECURITY_SET_AT_START & set(writable[0]))
-    # (4.x dropped the message format properties kcoord still reads for 3.9's sake)
     assert set(writable[0]) - set(writable[1]) == {
         "kcoord.fsync.policy", "kcoord.transaction.version",
-        "kcoord.offsets.topic.min.compaction.lag.ms", "log.message.downconversion.enable",
-        "log.message.format.version", "log.message.timestamp.difference.max.ms"}
+        "kcoord.offsets.topic.min.compaction.lag.ms"}
 
 
 # Broker properties Kafka 3.9 changes at run time and 4.x no longer does; kcoord
 # follows 4.x (compared with it above).
-_DYNAMIC_IN_39_ONLY = {"advertised.listeners", "log.message.downconversion.enable",
-                       "log.message.timestamp.difference.max.ms"}
+_DYNAMIC_IN_39_ONLY = {"advertised.listeners"}
 
 
 def test_describe_configs_documentation_is_not_kafkas(reference_pair):

@@ -26,6 +26,8 @@ from tests.reference.test_differential_data import (
 )
 
 UNKNOWN_ID = uuid.UUID(int=0x5EED)
+TS = 1_700_000_000_000
+_names = itertools.count()
 
 
 @pytest.fixture
@@ -117,6 +119,46 @@ def test_a_timestamp_more_than_an_hour_ahead_is_refused_by_default(d):
     answer = d.same(1, 12, _fetch_body(topic, 0))
     batches = decode_record_set(answer["responses"][0]["partitions"][0]["records"])
     assert [r.value for b in batches for r in b.records] == [b"v", b"w"]
+
+
+def _create(d, name, configs, validate_only=False) -> dict:
+    return d.same(19, 7, {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1,
+                                      "assignments": [],
+                                      "configs": [{"name": k, "value": v} for k, v in configs]}],
+                          "timeout_ms": 10000, "validate_only": validate_only})
+
+
+def test_topic_configs_are_kafka_4_4_s(d):
+    """The topic configs Kafka 4.4 added (a record's decompressed size, tiered
+    storage's upload lags, share groups' dead-letter topics) are listed, set and
+    checked as on Kafka 4.4; the ones 4.0 removed are unknown names."""
+    name = f"nv-cfg-{next(_names)}"
+    added = [("max.decompressed.message.bytes", "100"), ("remote.copy.lag.bytes", "5"),
+             ("remote.copy.lag.ms", "-1"), ("errors.deadletterqueue.group.enable", "true")]
+    for config in [("message.format.version", "3.0"), ("message.downconversion.enable", "false"),
+                   ("message.timestamp.difference.max.ms", "10"),
+                   ("max.decompressed.message.bytes", "0"), ("remote.copy.lag.ms", "-2"),
+                   ("remote.copy.lag.bytes", "-2"), ("errors.deadletterqueue.group.enable", "no")]:
+        answer = _create(d, f"{name}-refused", [config], validate_only=True)
+        assert answer["topics"][0]["error_code"] == 40, config  # INVALID_CONFIG
+    assert _create(d, name, added)["topics"][0]["error_code"] == 0
+    for side in (d.kcoord, d.kafka):
+        d.wait_for_topics(side, [name])
+    for keys in (None, [k for k, _v in added]):
+        d.same(32, 4, {"resources": [{"resource_type": 2, "resource_name": name,
+                                      "configuration_keys": keys}],
+                       "include_synonyms": True, "include_documentation": False})
+    # a compressed record whose body is past max.decompressed.message.bytes is
+    # refused; the same record uncompressed (never decompressed) and a smaller
+    # compressed one are appended
+    big = [Record(None, TS, b"k", b"x" * 150)]
+    small = [Record(None, TS, b"k", b"x" * 20)]
+    for records, codec in ((big, compression.GZIP), (big, compression.NONE),
+                           (small, compression.GZIP), (big, compression.ZSTD)):
+        answer = d.same(0, 12, _produce_body(name, build_batch(records, compression_type=codec)))
+        code = answer["responses"][0]["partition_responses"][0]["error_code"]
+        assert code == (87 if records is big and codec else 0), (len(records[0].value), codec)
+    d.same(1, 12, _fetch_body(name, 0))
 
 
 @pytest.mark.parametrize("version", [9, 10, 11])
