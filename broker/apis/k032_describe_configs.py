@@ -15,8 +15,8 @@
   the group exists or not, as Kafka answers; an empty name: INVALID_REQUEST.
 - A resource type other than these fails the whole request: every resource
   gets INVALID_REQUEST with Kafka's generic message, as KafkaApis answers.
-- ``configuration_keys`` null lists every config; otherwise only the named ones
-  that exist.  v0 answers ``is_default``; v1+ ``config_source`` and, when asked,
+- ``configuration_keys`` null or empty lists every config; otherwise only the
+  named ones that exist.  v0 answers ``is_default``; v1+ ``config_source`` and, when asked,
   synonyms; v3+ the config type and, when asked, documentation.
 """
 
@@ -98,7 +98,7 @@ def describe_configs(ctx, request):
         result = {"error_code": ErrorCode.NONE, "error_message": "",
                   "resource_type": res.resource_type, "resource_name": res.resource_name,
                   "configs": []}
-        keys = res.configuration_keys
+        keys = res.configuration_keys or None  # none named: all, as ConfigHelper
         refusal = config_refusal(ctx, DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
         if refusal is not None:
             result["error_code"] = refusal

@@ -565,6 +565,32 @@ def test_describe_configs_named_broker_keys_and_bad_resources(diff, version):
     assert [r["error_code"] for r in unknown_type["results"]] == [42, 42]
 
 
+@pytest.mark.parametrize("version", [1, 4])
+def test_describe_configs_with_an_empty_key_list_lists_every_config(diff, version):
+    """An empty ``configuration_keys`` is no filter, as null (Kafka's ConfigHelper):
+    every config of a topic, a group and the broker."""
+    d = diff("main")
+    topic = f"dc-all-v{version}"
+    d.create_topics(topic)
+
+    def body(resource_type, name, keys):
+        return {"resources": [{"resource_type": resource_type, "resource_name": name,
+                               "configuration_keys": keys}],
+                "include_synonyms": True, "include_documentation": False}
+
+    for resource_type, name in ((2, topic), (32, "dc-all-group"), (4, "1")):
+        if resource_type == 4:  # kcoord lists the broker configs it has (docs/deviations.md)
+            for side in (d.kcoord, d.kafka):
+                with WireClient.to(side.bootstrap) as client:
+                    every = client.call(32, version, body(4, "1", None))
+                    assert client.call(32, version, body(4, "1", [])) == every
+                    assert len(every["results"][0]["configs"]) > 100
+            continue
+        every = d.same(32, version, body(resource_type, name, None))
+        assert d.same(32, version, body(resource_type, name, [])) == every
+        assert len(every["results"][0]["configs"]) > 20
+
+
 # -- DescribeCluster -----------------------------------------------------------------
 
 
