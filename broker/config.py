@@ -235,7 +235,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     ConfigDef("local.retention.ms", LONG, -2, validator=AtLeast(-2)),
     ConfigDef("max.compaction.lag.ms", LONG, (1 << 63) - 1, validator=_positive),
     # a record's size once decompressed, checked where a compressed batch is validated
-    ConfigDef("max.decompressed.message.bytes", INT, 2_147_483_639, validator=AtLeast(1)),
+    ConfigDef("max.decompressed.message.bytes", INT, 2_147_483_639,
+              validator=Between(1, 2_147_483_639)),
     ConfigDef("max.message.bytes", INT, 1_048_588, validator=_nonneg),
     ConfigDef("message.timestamp.after.max.ms", LONG, 3_600_000, validator=_nonneg),  # KIP-1030
     ConfigDef("message.timestamp.before.max.ms", LONG, (1 << 63) - 1, validator=_nonneg),

@@ -135,16 +135,16 @@ def validate_and_assign(buf: bytearray, *, tp: str, config: LogConfig, next_offs
             else:
                 payload = batch_payload(buf, pos, size)
             walked = walk_records(payload, count)
+            limit = config.max_decompressed_message_bytes
+            if header.compression != compression.NONE and len(payload) > limit:
+                # max.decompressed.message.bytes: a record's body once decompressed
+                # (DefaultRecord.readFrom with LogValidator's maxRecordBodySize)
+                largest = largest_record_body(payload, count)
+                if largest > limit:
+                    raise InvalidRecordError(f"Invalid record size: {largest} exceeds the "
+                                             f"configured maximum record size of {limit}.")
         except (CorruptRecordError, ValueError, OSError, compression.UnsupportedCodecError) as exc:
             raise InvalidRecordError(f"{exc} in topic partition {tp}") from exc
-        limit = config.max_decompressed_message_bytes
-        if header.compression != compression.NONE and len(payload) > limit:
-            # max.decompressed.message.bytes: a record's body once decompressed
-            # (DefaultRecord.readFrom with LogValidator's maxRecordBodySize)
-            largest = largest_record_body(payload, count)
-            if largest > limit:
-                raise InvalidRecordError(f"Invalid record size: {largest} exceeds the "
-                                         f"configured maximum record size of {limit}.")
         _check_records(header, walked, config, now, tp, offset)
         rebuild = (target is not None and header.compression != target
                    and not (header.is_control and header.compression == compression.NONE)) \
@@ -311,8 +311,8 @@ def _check_records(header, walked, config: LogConfig, now: int, tp: str, base: i
             if now - timestamp > config.message_timestamp_before_max_ms or \
                     timestamp - now > config.message_timestamp_after_max_ms:
                 timestamps = True
-                # Java long arithmetic: with the default bound (Long.MAX_VALUE)
-                # Kafka's message shows the wrapped value, and so does this one.
+                # Java long arithmetic: with a bound near Long.MAX_VALUE (3.x's
+                # default) Kafka's message shows the wrapped value, and so does this one.
                 low = _java_long(now - config.message_timestamp_before_max_ms)
                 high = _java_long(now + config.message_timestamp_after_max_ms)
                 errors.append((index, f"Timestamp {timestamp} of message with offset "

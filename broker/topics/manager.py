@@ -137,10 +137,16 @@ class TopicManager:
     # -- persistence -----------------------------------------------------------
 
     def load(self) -> None:
+        cleaned = []
         for entry in self.store.load().values():
-            self._add(Topic(entry["name"], topic_id_from_str(entry["topic_id"]),
-                            int(entry["partitions"]),
-                            _below_the_floor(entry["name"], _known(entry))))
+            configs = _known(entry)
+            topic = Topic(entry["name"], topic_id_from_str(entry["topic_id"]),
+                          int(entry["partitions"]), _below_the_floor(entry["name"], configs))
+            self._add(topic)
+            if len(configs) < len(entry.get("configs", {})):
+                cleaned.append(topic)
+        if cleaned:  # kept without the dropped configs: said once, not at every start
+            self.store.record(created=[_entry(topic) for topic in cleaned])
         log.info("topics.loaded", count=len(self.topics), data_dir=str(self.data_dir))
         if OFFSETS_TOPIC not in self.topics:
             offsets = Topic(OFFSETS_TOPIC, new_topic_id(),

@@ -1,7 +1,7 @@
 """DescribeConfigs (key 32): versions 0-4, flexible from 4.
 
 Version notes:
-- ``configuration_keys`` null asks for every config of the resource.
+- ``configuration_keys`` null (or empty) asks for every config of the resource.
 - v0 answers ``is_default``; from v1 ``config_source`` replaces it, and
   ``include_synonyms`` asks for the synonym list.
 - v3 adds ``include_documentation`` and answers the config type and its

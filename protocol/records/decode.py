@@ -66,14 +66,20 @@ def _zigzag_at(data: bytes, pos: int, max_shift: int = 28) -> tuple[int, int]:
 
 def largest_record_body(data: bytes, count: int) -> int:
     """The largest body length (the length varint's value) among the first
-    ``count`` records of a decompressed batch whose structure ``walk_records``
-    has checked."""
+    ``count`` records of a decompressed batch; ``CorruptRecordError`` where the
+    lengths do not fit in ``data``."""
     largest = 0
     pos = 0
-    for _ in range(count):
-        length, pos = _zigzag_at(data, pos)
-        largest = max(largest, length)
-        pos += length
+    end = len(data)
+    try:
+        for _ in range(count):
+            length, pos = _zigzag_at(data, pos)
+            if length < 0 or pos + length > end:
+                raise CorruptRecordError("record length exceeds the batch")
+            largest = max(largest, length)
+            pos += length
+    except IndexError:
+        raise CorruptRecordError("record length exceeds the batch") from None
     return largest
 
 

@@ -197,6 +197,8 @@ def test_topic_configs_kafka_4_removed_are_dropped_from_an_older_data_dir(make_b
                                                       "retention.ms": "5000"}}])
     node = make_broker(data_dir=tmp_path)
     assert node.broker.topics.get("old-configs").configs == {"retention.ms": "5000"}
+    # stored without them: the next start does not drop (and log) them again
+    assert TopicStore(tmp_path).load()["old-configs"]["configs"] == {"retention.ms": "5000"}
     admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
     try:
         admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "old-configs",

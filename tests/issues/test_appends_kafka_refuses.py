@@ -234,3 +234,14 @@ def test_a_compressed_record_past_max_decompressed_message_bytes_is_refused(tmp_
 
 def _payload(data: bytes) -> bytes:
     return R.batch_payload(data, 0, len(data))
+
+
+def test_largest_record_body_refuses_lengths_past_the_data():
+    from kcoord.protocol.records import CorruptRecordError
+
+    good = _payload(R.build_batch([R.Record(None, NOW, b"k", b"v" * 10)] * 2,
+                                  compression_type=1))
+    assert R.largest_record_body(good, 2) > 10
+    for bad in (good[:-1], b"\x01" + good[1:], b"\xff\xff\xff\xff\xff\xff"):
+        with pytest.raises(CorruptRecordError):
+            R.largest_record_body(bad, 2)

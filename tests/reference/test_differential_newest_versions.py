@@ -137,7 +137,8 @@ def test_topic_configs_are_kafka_4_4_s(d):
              ("remote.copy.lag.ms", "-1"), ("errors.deadletterqueue.group.enable", "true")]
     for config in [("message.format.version", "3.0"), ("message.downconversion.enable", "false"),
                    ("message.timestamp.difference.max.ms", "10"),
-                   ("max.decompressed.message.bytes", "0"), ("remote.copy.lag.ms", "-2"),
+                   ("max.decompressed.message.bytes", "0"),
+                   ("max.decompressed.message.bytes", "2147483640"), ("remote.copy.lag.ms", "-2"),
                    ("remote.copy.lag.bytes", "-2"), ("errors.deadletterqueue.group.enable", "no")]:
         answer = _create(d, f"{name}-refused", [config], validate_only=True)
         assert answer["topics"][0]["error_code"] == 40, config  # INVALID_CONFIG
