@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from kcoord.broker import logs
 from kcoord.broker.apis import NO_RESPONSE, REGISTRY, CloseConnection, Later
 from kcoord.broker.security.quotas import REQUEST as REQUEST_QUOTA
 from kcoord.broker.security.sasl import AuthenticationFailure, ProtocolViolation, SaslAuthenticator
@@ -205,10 +206,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
             # sasl.server.max.receive.size (Kafka: "invalid receive size").
             self.max_frame = min(self.max_frame, broker.config["sasl.server.max.receive.size"])
         # Each request is traced at debug level: whether that level is on is asked
-        # once per connection, not once per request.
-        self._trace = log.bind().is_enabled_for(logging.DEBUG)
+        # again only when a logger's level has changed, not once per request.
+        self._trace_seen = -1
+        self._trace = False
         self._requests = 0
         self._muted_until = 0.0  # a quota's throttle: reading resumes then
+
+    def _tracing(self) -> bool:
+        if self._trace_seen != logs.generation:
+            self._trace_seen = logs.generation
+            self._trace = logs.enabled("kcoord.server", logging.DEBUG)
+        return self._trace
 
     # -- transport callbacks ----------------------------------------------------
 
@@ -235,14 +243,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
                          listener=self.listener, reason=str(exc))
                 self.close()
                 return
-        if self._trace:
+        if self._tracing():
             log.debug("connection.opened", peer=self.peer,
                       connections=len(self.broker.connections))
 
     def connection_lost(self, exc):
         self._closed = True
         self.broker.connections.discard(self)
-        if self._trace:
+        if self._tracing():
             log.debug("connection.closed", peer=self.peer, requests=self._requests,
                       reason=str(exc) if exc is not None else "closed")
         if self._idle_timer is not None:
@@ -493,7 +501,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.max_frame = self.broker.config["socket.request.max.bytes"]
             renewed = self.principal == auth.principal
             self.principal = auth.principal
-            if self._trace:
+            if self._tracing():
                 log.debug("connection.reauthenticated" if renewed else "connection.authenticated",
                           peer=self.peer, principal=self.principal, mechanism=auth.mechanism,
                           session_ms=auth.session_ms)
@@ -570,7 +578,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _serve(self, reg, api_version: int, correlation_id: int, header, request):
         schema = reg.schema
         self._requests += 1
-        if self._trace:
+        if self._tracing():
             log.debug("request", peer=self.peer, api=schema.name, version=api_version,
                       correlation_id=correlation_id, client_id=header.client_id or "")
         flexible = schema.is_flexible(api_version)

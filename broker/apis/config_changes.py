@@ -25,14 +25,18 @@ code and message, and the ones that pass change at once unless
   Kafka keeps custom configs, and have no effect.  The cluster-wide
   ``min.insync.replicas`` is there from the first start and stays, as on a
   Kafka 4.4 cluster with eligible leader replicas (its default).
-- BROKER_LOGGER (8): kcoord's log level is set at start: refused with
-  INVALID_CONFIG (docs/deviations.md), after Kafka's checks of the broker id.
+- BROKER_LOGGER (8), IncrementalAlterConfigs only: the level of the root or of
+  one of kcoord's loggers (``broker.logs``), SET or DELETE, applied at once and
+  not kept over a restart, as Kafka's broker loggers; AlterConfigs does not
+  know the resource type, as Kafka.
 - Other resource types: INVALID_REQUEST, "Unknown resource type".
 """
 
 from __future__ import annotations
 
 from collections import Counter
+
+import structlog
 
 from kcoord.broker.apis.authz import (
     ALTER_CONFIGS,
@@ -57,8 +61,11 @@ from kcoord.broker.config import (
 )
 from kcoord.broker.groups import group_configs
 from kcoord.broker.groups.group_configs import GROUP_CONFIGS
+from kcoord.broker import logs
 from kcoord.broker.topics.manager import TopicError, check_topic_configs, validate_topic_name
 from kcoord.protocol.errors import ErrorCode
+
+log = structlog.get_logger("kcoord.config")
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -117,6 +124,8 @@ async def alter_configs(ctx, request, incremental: bool) -> dict:
                 await broker.alter_group_configs(res.resource_name, changes)
             elif res.resource_type == BROKER:
                 await broker.alter_broker_configs(res.resource_name, changes)
+            elif res.resource_type == BROKER_LOGGER:
+                _set_log_levels(ctx, changes)
             else:
                 topic = broker.topics.get(res.resource_name)
                 await broker.topics.alter_configs(topic, changes)
@@ -130,10 +139,17 @@ async def alter_configs(ctx, request, incremental: bool) -> dict:
 
 def _changes(broker, res, incremental: bool) -> dict[str, str]:
     """The resource's new dynamic configs, or ``_Refused`` with Kafka's words."""
-    if res.resource_type not in (TOPIC, BROKER, BROKER_LOGGER, GROUP):
+    if res.resource_type not in (TOPIC, BROKER, BROKER_LOGGER, GROUP) or \
+            (res.resource_type == BROKER_LOGGER and not incremental):
         raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown resource type {res.resource_type}")
-    if res.resource_type in (BROKER, BROKER_LOGGER) and \
-            res.resource_name not in ("", str(broker.node_id)):
+    if res.resource_type == BROKER_LOGGER and res.resource_name != str(broker.node_id):
+        if not res.resource_name.isdigit():
+            raise _Refused(ErrorCode.INVALID_REQUEST,
+                           f"Node id must be an integer, but it is: {res.resource_name}")
+        raise _Refused(ErrorCode.INVALID_REQUEST, f"Unexpected node id. Expected "
+                                                  f"{broker.node_id}, but received "
+                                                  f"{res.resource_name}")
+    if res.resource_type == BROKER and res.resource_name not in ("", str(broker.node_id)):
         raise _Refused(ErrorCode.INVALID_REQUEST,
                        f"Unexpected broker id, expected {broker.node_id}, but received "
                        f"{res.resource_name}")
@@ -152,10 +168,8 @@ def _changes(broker, res, incremental: bool) -> dict[str, str]:
         return _group_changes(broker, res, incremental)
     if res.resource_type == BROKER:
         return _broker_changes(broker, res, incremental)
-    if res.resource_type != TOPIC:
-        raise _Refused(ErrorCode.INVALID_CONFIG,
-                       "kcoord's broker log levels are static: set them when the broker "
-                       "starts (--log-level)")
+    if res.resource_type == BROKER_LOGGER:
+        return _log_level_changes(res)
     name = res.resource_name
     topic = broker.topics.get(name)
     if topic is None:
@@ -168,6 +182,40 @@ def _changes(broker, res, incremental: bool) -> dict[str, str]:
                        TOPIC_CONFIGS.get, "Unknown topic config name")
     check_topic_configs(configs)  # TopicError, answered as it says
     return configs
+
+
+def _log_level_changes(res) -> dict[str, str | None]:
+    """logger -> its new level, or None to take its own away (ConfigAdminManager's
+    validateLogLevelConfigs: loggers that exist, log4j's level names, SET and
+    DELETE only, the root's level never removed)."""
+    changes = {}
+    for c in res.configs:
+        if c.config_operation in (APPEND, SUBTRACT):
+            raise _Refused(ErrorCode.INVALID_REQUEST,
+                           f"{_OPERATIONS[c.config_operation]} operation is not allowed for "
+                           "the BROKER_LOGGER resource")
+        if not logs.exists(c.name):
+            raise _Refused(ErrorCode.INVALID_CONFIG, f"Logger {c.name} does not exist!")
+        if c.config_operation == DELETE:
+            if c.name == logs.ROOT:
+                raise _Refused(ErrorCode.INVALID_REQUEST,
+                               "Removing the log level of the root logger is not allowed")
+            changes[c.name] = None
+        elif c.value not in logs.LEVELS:
+            raise _Refused(ErrorCode.INVALID_CONFIG,
+                           f"Cannot set the log level of {c.name} to {c.value} as it is not a "
+                           f"supported log level. Valid log levels are "
+                           f"{', '.join(sorted(logs.LEVELS))}")
+        else:
+            changes[c.name] = c.value
+    return changes
+
+
+def _set_log_levels(ctx, changes: dict[str, str | None]) -> None:
+    for name, level in changes.items():
+        logs.set_level(name, level)
+        log.info("broker.log_level_changed", logger=name, to=level or "(its ancestor's)",
+                    client_id=ctx.client_id)
 
 
 def _group_changes(broker, res, incremental: bool) -> dict[str, str]:

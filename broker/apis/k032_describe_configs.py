@@ -9,7 +9,8 @@
   and default values as synonyms) or empty (the cluster-wide dynamic defaults
   that are set); any other name is INVALID_REQUEST, as Kafka's ConfigHelper
   answers.
-- BROKER_LOGGER (8): the broker's log level, for this node's id.
+- BROKER_LOGGER (8): the root's and every logger's level (``broker.logs``), for
+  this node's id.
 - GROUP (32): every group config (``broker.groups.group_configs``), the
   group's own value (DYNAMIC_GROUP_CONFIG) or its broker property's, whether
   the group exists or not, as Kafka answers; an empty name: INVALID_REQUEST.
@@ -32,7 +33,7 @@ from kcoord.broker.apis.configs import (
 from kcoord.broker.apis.authz import DESCRIBE_CONFIGS
 from kcoord.broker.apis.config_changes import AUTHORIZATION_MESSAGES, config_refusal
 from kcoord.broker.config import DYNAMIC_BROKER_CONFIGS, PASSWORD
-from kcoord.broker.logs import root_level
+from kcoord.broker import logs
 from kcoord.broker.topics.manager import validate_topic_name
 from kcoord.protocol.errors import ErrorCode
 
@@ -71,7 +72,8 @@ class _LoggerDef:
 
 
 def _logger_values():
-    yield "root", root_level(), DYNAMIC_BROKER_LOGGER_CONFIG, [], _LoggerDef
+    for name, level in logs.levels():
+        yield name, level, DYNAMIC_BROKER_LOGGER_CONFIG, [], _LoggerDef
 
 
 # The message of an error Kafka answers without one of its own (Errors.message()).
@@ -142,5 +144,8 @@ def describe_configs(ctx, request):
             else:
                 result["configs"] = _entries(_logger_values(), keys, False, False,
                                              read_only=False)
+                if request.include_documentation:
+                    for entry in result["configs"]:  # Kafka's is empty, not null
+                        entry["documentation"] = ""
         results.append(result)
     return {"throttle_time_ms": 0, "results": results}

@@ -237,13 +237,57 @@ def test_broker_configs_kafka_does_not_change_while_running_are_refused(broker):
             assert f"Cannot update these configs dynamically: [{name}]" in str(error)
         else:
             raise AssertionError(f"{name} was changed")
-    with WireClient.to(broker.bootstrap) as client:  # BROKER_LOGGER: kafka-configs only
-        answer = client.call(44, 1, {"resources": [{
-            "resource_type": 8, "resource_name": "1", "configs": [
-                {"name": "root", "config_operation": 0, "value": "DEBUG"}]}],
-            "validate_only": False})
-    refused = answer["responses"][0]
-    assert refused["error_code"] == 40 and "static" in refused["error_message"]
+
+
+def test_a_logger_s_level_changes_while_the_broker_runs(tmp_path):
+    """kafka-configs --entity-type broker-loggers (IncrementalAlterConfigs of a
+    BROKER_LOGGER): a logger set to DEBUG logs each request at once, one without
+    a level of its own follows its ancestor, and a level taken away (DELETE)
+    falls back to the ancestor's; DescribeConfigs shows each logger's level."""
+    from tests.support import BrokerProcess
+
+    process = BrokerProcess(tmp_path).start()  # logs at INFO
+    try:
+        with WireClient.to(process.bootstrap) as client:
+            def levels():
+                answer = client.call(32, 4, {"resources": [
+                    {"resource_type": 8, "resource_name": "1", "configuration_keys": None}],
+                    "include_synonyms": False, "include_documentation": False})
+                return {c["name"]: c["value"] for c in answer["results"][0]["configs"]}
+
+            def alter(*changes, validate_only=False):
+                answer = client.call(44, 1, {"resources": [{
+                    "resource_type": 8, "resource_name": "1", "configs": [
+                        {"name": n, "config_operation": op, "value": v} for n, op, v in changes]}],
+                    "validate_only": validate_only})
+                return answer["responses"][0]["error_code"]
+
+            def requests_logged():
+                return sum(e.get("event") == "request" and e.get("api") == "ApiVersions"
+                           for e in process.events)
+
+            def api_versions():
+                client.call(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+
+            assert levels()["root"] == "INFO" and levels()["kcoord.server"] == "INFO"
+            api_versions()
+            assert alter(("kcoord.server", 0, "DEBUG"), validate_only=True) == 0
+            assert levels()["kcoord.server"] == "INFO"  # validated, not applied
+            assert alter(("kcoord.server", 0, "DEBUG")) == 0
+            assert {n: v for n, v in levels().items() if v != "INFO"} == {"kcoord.server": "DEBUG"}
+            api_versions()
+            _until(lambda: requests_logged() == 1, what="the request logged at DEBUG")
+            assert alter(("kcoord", 0, "ERROR"), ("kcoord.server", 1, None)) == 0
+            seen = levels()
+            assert seen["kcoord.server"] == seen["kcoord.groups"] == "ERROR"
+            assert seen["root"] == "INFO"
+            api_versions()  # not logged: kcoord.server follows kcoord again
+            assert alter(("kcoord.server", 0, "TRACE")) == 0
+            api_versions()
+            _until(lambda: requests_logged() >= 2, what="the request logged at TRACE")
+            assert requests_logged() == 2
+    finally:
+        process.kill()
 
 
 def test_the_broker_s_logger_level_is_described_as_kafka_describes_its_loggers(tmp_path):
@@ -268,7 +312,8 @@ def test_the_broker_s_logger_level_is_described_as_kafka_describes_its_loggers(t
                 if version >= 1:
                     assert root["config_source"] == 6 and root["synonyms"] == [], root
                 if version >= 3:
-                    assert root["config_type"] == 0 and root["documentation"] is None, root
+                    # (Kafka answers an empty documentation for its loggers)
+                    assert root["config_type"] == 0 and root["documentation"] == "", root
             # the connection still serves
             assert client.call(18, 3, {"client_software_name": "t",
                                        "client_software_version": "1"})["error_code"] == 0

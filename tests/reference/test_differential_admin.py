@@ -591,6 +591,59 @@ def test_describe_configs_with_an_empty_key_list_lists_every_config(diff, versio
         assert len(every["results"][0]["configs"]) > 20
 
 
+def test_broker_logger_levels_change_as_on_kafka(diff):
+    """IncrementalAlterConfigs of a BROKER_LOGGER (kafka-configs --entity-type
+    broker-loggers): the root's level set and described as on Kafka 4.4, and every
+    refusal worded as Kafka's (the other loggers are each broker's own)."""
+    d = diff("main")
+
+    def describe(keys=("root",), version=4):
+        return d.same(32, version, {"resources": [
+            {"resource_type": 8, "resource_name": "1", "configuration_keys": list(keys)}],
+            "include_synonyms": True, "include_documentation": True})
+
+    def alter(*configs, name="1", validate_only=False):
+        return d.same(44, 1, {"resources": [{"resource_type": 8, "resource_name": name,
+                                             "configs": [{"name": n, "config_operation": op,
+                                                          "value": v} for n, op, v in configs]}],
+                              "validate_only": validate_only})["responses"][0]["error_code"]
+
+    found = {}  # each side's root level, put back at the end
+    for side in (d.kcoord, d.kafka):
+        with WireClient.to(side.bootstrap) as client:
+            found[side.name] = client.call(32, 4, {"resources": [
+                {"resource_type": 8, "resource_name": "1", "configuration_keys": ["root"]}],
+                "include_synonyms": False, "include_documentation": False},
+            )["results"][0]["configs"][0]["value"]
+    try:
+        for refused in [
+            [("root", 0, "LOUD")], [("root", 0, "debug")], [("root", 0, "ALL")],
+            [("root", 0, "OFF")], [("root", 0, None)], [("root", 1, None)],
+            [("root", 2, "DEBUG")], [("root", 3, "DEBUG")], [("no.such.logger", 0, "DEBUG")],
+            [("no.such.logger", 1, None)], [("no.such.logger", 2, "DEBUG")],
+            [("root", 0, "INFO"), ("root", 0, "WARN")],
+        ]:
+            assert alter(*refused) != 0, refused
+        for name in ("2", "", "one"):
+            assert alter(("root", 0, "INFO"), name=name) == 42
+        d.same(33, 2, {"resources": [{"resource_type": 8, "resource_name": "1", "configs": [
+            {"name": "root", "value": "INFO"}]}], "validate_only": False})
+        for level in ("FATAL", "TRACE", "WARN"):
+            assert alter(("root", 0, level)) == 0
+            for version in (1, 4):  # (Kafka 4.4 serves no v0)
+                assert describe(version=version)["results"][0]["configs"][0]["value"] == level
+        assert alter(("root", 0, "DEBUG"), validate_only=True) == 0
+        assert describe()["results"][0]["configs"][0]["value"] == "WARN"
+    finally:
+        for side in (d.kcoord, d.kafka):
+            with WireClient.to(side.bootstrap) as client:
+                client.call(44, 1, {"resources": [{"resource_type": 8, "resource_name": "1",
+                                                   "configs": [{"name": "root",
+                                                                "config_operation": 0,
+                                                                "value": found[side.name]}]}],
+                                    "validate_only": False})
+
+
 # -- DescribeCluster -----------------------------------------------------------------
 
 

@@ -70,6 +70,27 @@ def test_kafka_configs_describe_topic_and_broker(tools, make_broker):
     assert "group.initial.rebalance.delay.ms=0" in broker
 
 
+def test_kafka_configs_sets_and_deletes_a_broker_logger_s_level(tools, make_broker):
+    """kafka-configs --entity-type broker-loggers: a logger's level set while the
+    broker runs, described, and deleted (it follows the root's again)."""
+    from kcoord.broker import logs
+
+    node = make_broker()
+    configs = "org.apache.kafka.tools.ConfigCommand"
+    server = ("--bootstrap-server", node.bootstrap)
+    entity = ("--entity-type", "broker-loggers", "--entity-name", "1")
+    root = logs.root_level()
+    try:
+        _run(configs, *server, "--alter", *entity, "--add-config", "kcoord.groups=DEBUG")
+        described = _run(configs, *server, "--describe", *entity)
+        assert "kcoord.groups=DEBUG" in described and f"kcoord.topics={root}" in described
+        assert f"root={root}" in described
+        _run(configs, *server, "--alter", *entity, "--delete-config", "kcoord.groups")
+        assert f"kcoord.groups={root}" in _run(configs, *server, "--describe", *entity)
+    finally:
+        logs.set_level("kcoord.groups", None)
+
+
 def _configs_session(bootstrap: str, topic: str) -> list[str]:
     """kafka-configs altering a topic: add, describe, delete, describe."""
     configs = "org.apache.kafka.tools.ConfigCommand"
