@@ -34,6 +34,7 @@ code and message, and the ones that pass change at once unless
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import structlog
@@ -66,6 +67,15 @@ from kcoord.broker.topics.manager import TopicError, check_topic_configs, valida
 from kcoord.protocol.errors import ErrorCode
 
 log = structlog.get_logger("kcoord.config")
+
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def java_int(text: str) -> int | None:
+    """``text`` as Java's Integer.parseInt reads it, or None where it throws."""
+    if not _JAVA_INT.fullmatch(text) or not -2**31 <= int(text) < 2**31:
+        return None
+    return int(text)
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -142,13 +152,14 @@ def _changes(broker, res, incremental: bool) -> dict[str, str]:
     if res.resource_type not in (TOPIC, BROKER, BROKER_LOGGER, GROUP) or \
             (res.resource_type == BROKER_LOGGER and not incremental):
         raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown resource type {res.resource_type}")
-    if res.resource_type == BROKER_LOGGER and res.resource_name != str(broker.node_id):
-        if not res.resource_name.isdigit():
+    if res.resource_type == BROKER_LOGGER:  # (ConfigAdminManager reads it as parseInt)
+        name = res.resource_name
+        if java_int(name) is None:
             raise _Refused(ErrorCode.INVALID_REQUEST,
-                           f"Node id must be an integer, but it is: {res.resource_name}")
-        raise _Refused(ErrorCode.INVALID_REQUEST, f"Unexpected node id. Expected "
-                                                  f"{broker.node_id}, but received "
-                                                  f"{res.resource_name}")
+                           f"Node id must be an integer, but it is: {name}")
+        if java_int(name) != broker.node_id:
+            raise _Refused(ErrorCode.INVALID_REQUEST, f"Unexpected node id. Expected "
+                                                      f"{broker.node_id}, but received {name}")
     if res.resource_type == BROKER and res.resource_name not in ("", str(broker.node_id)):
         raise _Refused(ErrorCode.INVALID_REQUEST,
                        f"Unexpected broker id, expected {broker.node_id}, but received "

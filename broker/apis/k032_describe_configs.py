@@ -31,7 +31,7 @@ from kcoord.broker.apis.configs import (
     topic_config_values,
 )
 from kcoord.broker.apis.authz import DESCRIBE_CONFIGS
-from kcoord.broker.apis.config_changes import AUTHORIZATION_MESSAGES, config_refusal
+from kcoord.broker.apis.config_changes import AUTHORIZATION_MESSAGES, config_refusal, java_int
 from kcoord.broker.config import DYNAMIC_BROKER_CONFIGS, PASSWORD
 from kcoord.broker import logs
 from kcoord.broker.topics.manager import validate_topic_name
@@ -74,6 +74,20 @@ class _LoggerDef:
 def _logger_values():
     for name, level in logs.levels():
         yield name, level, DYNAMIC_BROKER_LOGGER_CONFIG, [], _LoggerDef
+
+
+def _broker_id_refusal(name: str, node_id: int, resource_type: int) -> str | None:
+    """ConfigHelper's words for a BROKER or BROKER_LOGGER name that is not this
+    node's id (read as Integer.parseInt reads it), or None."""
+    if name == "" and resource_type == BROKER_LOGGER:
+        return "Broker id must not be empty"
+    if java_int(name) is None:
+        return f"Broker id must be an integer, but it is: {name}"
+    if java_int(name) == node_id:
+        return None
+    if resource_type == BROKER_LOGGER:
+        return f"Unexpected broker id, expected {node_id} but received {name}"
+    return f"Unexpected broker id, expected {node_id} or empty string, but received {name}"
 
 
 # The message of an error Kafka answers without one of its own (Errors.message()).
@@ -128,14 +142,14 @@ def describe_configs(ctx, request):
                                          request.include_documentation, read_only=False)
         elif res.resource_type in (BROKER, BROKER_LOGGER):
             name = res.resource_name
+            refused = _broker_id_refusal(name, broker.node_id, res.resource_type)
             if name == "" and res.resource_type == BROKER:
                 result["configs"] = _entries(cluster_default_values(broker), keys,
                                              request.include_synonyms,
                                              request.include_documentation, read_only=False)
-            elif name != str(broker.node_id):
+            elif refused:
                 result["error_code"] = ErrorCode.INVALID_REQUEST
-                result["error_message"] = (f"Unexpected broker id, expected {broker.node_id} "
-                                           f"or empty string, but received {name}")
+                result["error_message"] = refused
             elif res.resource_type == BROKER:
                 result["configs"] = _entries(broker_config_values(broker), keys,
                                              request.include_synonyms,
