@@ -6,13 +6,17 @@ hierarchy as log4j's: a logger without a level of its own logs at its nearest
 ancestor's, and the root's level is the ``--log-level`` the broker started
 with.  Levels change while the broker runs, as Kafka's broker loggers do
 (IncrementalAlterConfigs of a BROKER_LOGGER, ``kafka-configs --entity-type
-broker-loggers``); they are not kept over a restart, as on Kafka.
+broker-loggers``); they are not kept over a restart, as on Kafka.  The
+levels are the process's: brokers embedded in one program share them, and a
+program that set up structlog itself keeps its own configuration (the levels
+are then recorded and described, and its configuration decides what is logged).
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import threading
 
 import structlog
 
@@ -40,18 +44,28 @@ _level = logging.INFO  # the root's
 generation = 0
 _own: dict[str, int] = {}  # loggers given a level of their own
 _format = "console"
+_lock = threading.Lock()  # level changes (from any broker embedded in the process)
 
 
-def configure(log_format: str = "console", level: str = "info") -> None:
-    """Set up logging at start: the output format and the root's level (the
-    loggers' own levels are cleared)."""
-    global _level, _format
+def configure(log_format: str = "console", level: str = "info", file=None) -> None:
+    """Set up logging at start: the output format, the root's level (the
+    loggers' own levels are cleared) and the stream (stderr by default)."""
+    global _level, _format, _factory
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         numeric = logging.INFO
-    _level, _format = numeric, log_format
-    _own.clear()
-    _apply()
+    with _lock:
+        _level, _format = numeric, log_format
+        _own.clear()
+        _factory = _NamedLoggerFactory(sys.stderr if file is None else file)
+        _apply()
+
+
+def _ours() -> bool:
+    """Whether structlog runs on kcoord's configuration now (not an embedding
+    program's, nor a test's capture)."""
+    config = structlog.get_config()
+    return config["logger_factory"] is _factory and _by_logger in config["processors"]
 
 
 def _apply() -> None:
@@ -74,7 +88,7 @@ def _apply() -> None:
         # TRACE lets through): the rest is filtered by name
         wrapper_class=structlog.make_filtering_bound_logger(
             max(logging.DEBUG, min([_level, *_own.values()]))),
-        logger_factory=_NamedLoggerFactory(),
+        logger_factory=_factory,
         cache_logger_on_first_use=False,
     )
 
@@ -82,14 +96,25 @@ def _apply() -> None:
 class _NamedLogger(structlog.PrintLogger):
     """structlog's PrintLogger that knows the name it was asked for."""
 
-    def __init__(self, file, name: str):
+    def __init__(self, file, name: str = ROOT):
         super().__init__(file)
         self.name = name
 
+    def __deepcopy__(self, memodict):
+        return self.__class__(self._file, self.name)
+
 
 class _NamedLoggerFactory:
+    """Loggers writing to the stream that was stderr when logging was set up."""
+
+    def __init__(self, file):
+        self.file = file
+
     def __call__(self, *args) -> _NamedLogger:
-        return _NamedLogger(sys.stderr, args[0] if args and isinstance(args[0], str) else ROOT)
+        return _NamedLogger(self.file, args[0] if args and isinstance(args[0], str) else ROOT)
+
+
+_factory = _NamedLoggerFactory(sys.stderr)
 
 
 def _by_logger(logger, method: str, event: dict) -> dict:
@@ -110,16 +135,21 @@ def _drop_empty(_logger, _method, event: dict) -> dict:
 def effective(name: str) -> int:
     """The level ``name`` logs at: its own, else its nearest ancestor's, else the root's."""
     while True:
-        if name in _own:
-            return _own[name]
+        own = _own.get(name)
+        if own is not None:
+            return own
         if "." not in name:
             return _level
         name = name.rsplit(".", 1)[0]
 
 
 def enabled(name: str, level: int) -> bool:
-    """Whether logger ``name`` logs events of ``level`` now."""
-    return level >= effective(name)
+    """Whether logger ``name`` logs events of ``level`` now: as structlog's
+    filter says, and (on kcoord's configuration) as the logger's level says."""
+    check = getattr(structlog.get_logger(name).bind(), "is_enabled_for", None)
+    if check is not None and not check(max(level, logging.DEBUG)):  # (no TRACE there)
+        return False
+    return level >= effective(name) if _ours() else True
 
 
 def _log4j(number: int) -> str:
@@ -146,13 +176,17 @@ def exists(name: str) -> bool:
 def set_level(name: str, level: str | None) -> None:
     """Give ``name`` a level (a key of ``LEVELS``), or with None take its own
     away (it follows its ancestors again); the root's can be set, not removed."""
-    global _level
-    if name == ROOT:
-        if level is None:
-            raise ValueError("the root logger's level cannot be removed")
-        _level = LEVELS[level]
-    elif level is None:
-        _own.pop(name, None)
-    else:
-        _own[name] = LEVELS[level]
-    _apply()
+    global _level, generation
+    if name == ROOT and level is None:
+        raise ValueError("the root logger's level cannot be removed")
+    with _lock:
+        if name == ROOT:
+            _level = LEVELS[level]
+        elif level is None:
+            _own.pop(name, None)
+        else:
+            _own[name] = LEVELS[level]
+        if _ours():
+            _apply()
+        else:
+            generation += 1

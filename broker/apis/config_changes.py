@@ -73,9 +73,13 @@ _JAVA_INT = re.compile(r"[+-]?[0-9]+")
 
 def java_int(text: str) -> int | None:
     """``text`` as Java's Integer.parseInt reads it, or None where it throws."""
-    if not _JAVA_INT.fullmatch(text) or not -2**31 <= int(text) < 2**31:
+    if not _JAVA_INT.fullmatch(text):
         return None
-    return int(text)
+    digits = text.lstrip("+-").lstrip("0") or "0"
+    if len(digits) > 10:  # (past any int, and Python's 4,300-digit limit)
+        return None
+    value = -int(digits) if text.startswith("-") else int(digits)
+    return value if -2**31 <= value < 2**31 else None
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -152,14 +156,6 @@ def _changes(broker, res, incremental: bool) -> dict[str, str]:
     if res.resource_type not in (TOPIC, BROKER, BROKER_LOGGER, GROUP) or \
             (res.resource_type == BROKER_LOGGER and not incremental):
         raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown resource type {res.resource_type}")
-    if res.resource_type == BROKER_LOGGER:  # (ConfigAdminManager reads it as parseInt)
-        name = res.resource_name
-        if java_int(name) is None:
-            raise _Refused(ErrorCode.INVALID_REQUEST,
-                           f"Node id must be an integer, but it is: {name}")
-        if java_int(name) != broker.node_id:
-            raise _Refused(ErrorCode.INVALID_REQUEST, f"Unexpected node id. Expected "
-                                                      f"{broker.node_id}, but received {name}")
     if res.resource_type == BROKER and res.resource_name not in ("", str(broker.node_id)):
         raise _Refused(ErrorCode.INVALID_REQUEST,
                        f"Unexpected broker id, expected {broker.node_id}, but received "
@@ -180,6 +176,14 @@ def _changes(broker, res, incremental: bool) -> dict[str, str]:
     if res.resource_type == BROKER:
         return _broker_changes(broker, res, incremental)
     if res.resource_type == BROKER_LOGGER:
+        # after the keys and values, as ConfigAdminManager (which reads it as parseInt)
+        node = java_int(res.resource_name)
+        if node is None:
+            raise _Refused(ErrorCode.INVALID_REQUEST,
+                           f"Node id must be an integer, but it is: {res.resource_name}")
+        if node != broker.node_id:
+            raise _Refused(ErrorCode.INVALID_REQUEST, f"Unexpected node id. Expected "
+                                                      f"{broker.node_id}, but received {node}")
         return _log_level_changes(res)
     name = res.resource_name
     topic = broker.topics.get(name)
@@ -225,8 +229,9 @@ def _log_level_changes(res) -> dict[str, str | None]:
 def _set_log_levels(ctx, changes: dict[str, str | None]) -> None:
     for name, level in changes.items():
         logs.set_level(name, level)
-        log.info("broker.log_level_changed", logger=name, to=level or "(its ancestor's)",
-                    client_id=ctx.client_id)
+        # at WARN, as Kafka logs it: seen whatever the level
+        log.warning("broker.log_level_changed", logger=name,
+                    to=level or "(its ancestor's)", client_id=ctx.client_id)
 
 
 def _group_changes(broker, res, incremental: bool) -> dict[str, str]:

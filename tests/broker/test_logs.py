@@ -3,6 +3,7 @@ levels follow, as log4j's, and the names DescribeConfigs lists."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
@@ -16,14 +17,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def fresh():
-    logs.configure("json", "info")
-    yield
+def out():
+    """What the broker's loggers write, configured as ``kcoord serve --log-format
+    json`` (at INFO) configures them."""
+    written = io.StringIO()
+    logs.configure("json", "info", file=written)
+    yield written
     logs.configure("console", "warning")  # as tests/conftest.py has it
 
 
-def _lines(capsys) -> list[tuple[str, str]]:
-    return [(e["event"], e["level"]) for e in map(json.loads, capsys.readouterr().err.splitlines())]
+def _lines(out) -> list[tuple[str, str]]:
+    return [(e["event"], e["level"]) for e in map(json.loads, out.getvalue().splitlines())]
 
 
 def test_the_listed_loggers_are_the_ones_the_modules_use():
@@ -37,7 +41,7 @@ def test_the_listed_loggers_are_the_ones_the_modules_use():
     assert all(any(u == n or u.startswith(n + ".") for u in used) for n in logs.LOGGERS)
 
 
-def test_a_logger_follows_its_nearest_ancestor_with_a_level(fresh, capsys):
+def test_a_logger_follows_its_nearest_ancestor_with_a_level(out):
     groups = structlog.get_logger("kcoord.groups")
     cleaner = structlog.get_logger("kcoord.storage.cleaner")
     groups.debug("hidden")
@@ -54,12 +58,12 @@ def test_a_logger_follows_its_nearest_ancestor_with_a_level(fresh, capsys):
     logs.set_level("kcoord", None)
     groups.debug("hidden")
     groups.info("shown")
-    assert _lines(capsys) == [("shown", "debug"), ("shown", "error"), ("shown", "debug"),
+    assert _lines(out) == [("shown", "debug"), ("shown", "error"), ("shown", "debug"),
                               ("shown", "info")]
     assert {level for _name, level in logs.levels()} == {"INFO"}
 
 
-def test_the_root_s_level_is_every_logger_s_without_one(fresh, capsys):
+def test_the_root_s_level_is_every_logger_s_without_one(out):
     logs.set_level("kcoord.server", "WARN")
     logs.set_level("root", "ERROR")
     levels = dict(logs.levels())
@@ -70,12 +74,35 @@ def test_the_root_s_level_is_every_logger_s_without_one(fresh, capsys):
     logs.set_level("root", "TRACE")
     structlog.get_logger("kcoord.groups").debug("shown")
     assert logs.enabled("kcoord.groups", 5) and not logs.enabled("kcoord.server", 20)
-    assert _lines(capsys) == [("shown", "warning"), ("shown", "debug")]
+    assert _lines(out) == [("shown", "warning"), ("shown", "debug")]
     with pytest.raises(ValueError):
         logs.set_level("root", None)
 
 
-def test_a_level_change_moves_the_generation_on(fresh):
+def test_a_level_change_moves_the_generation_on(out):
     before = logs.generation
     logs.set_level("kcoord.server", "DEBUG")
     assert logs.generation > before
+
+
+def test_a_program_s_own_structlog_configuration_is_kept(out):
+    """A broker embedded in a program that set up structlog itself: a level
+    change is recorded and described, and the program's configuration stays
+    (it decides what is logged), a test's capture included."""
+    import logging
+
+    theirs = io.StringIO()
+    structlog.configure(processors=[structlog.processors.JSONRenderer()],
+                        logger_factory=structlog.PrintLoggerFactory(theirs),
+                        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    before = structlog.get_config()
+    logs.set_level("kcoord.server", "ERROR")
+    assert structlog.get_config() == before
+    assert dict(logs.levels())["kcoord.server"] == "ERROR"
+    assert logs.enabled("kcoord.server", logging.DEBUG)  # the program's level decides
+    structlog.get_logger("kcoord.server").debug("theirs")
+    assert json.loads(theirs.getvalue())["event"] == "theirs"
+    with structlog.testing.capture_logs() as captured:
+        logs.set_level("kcoord.server", "DEBUG")
+        structlog.get_logger("kcoord.server").info("captured")
+    assert [e["event"] for e in captured] == ["captured"]

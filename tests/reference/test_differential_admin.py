@@ -624,16 +624,19 @@ def test_broker_logger_levels_change_as_on_kafka(diff):
             [("root", 0, "INFO"), ("root", 0, "WARN")],
         ]:
             assert alter(*refused) != 0, refused
-        for name in ("2", "", "one", "99999999999"):
+        for name in ("2", "+7", "", "one", "99999999999", "1" * 5000):
             assert alter(("root", 0, "INFO"), name=name) == 42
+        # the keys are checked before the node id
+        assert alter(("root", 0, "INFO"), ("root", 0, "WARN"), name="2") == 42
         for resource_type in (4, 8):  # DescribeConfigs: ConfigHelper's words for the name
             answer = d.same(32, 4, {"resources": [
                 {"resource_type": resource_type, "resource_name": name,
                  "configuration_keys": ["num.partitions"]}
-                for name in ("7", "", "x", "01", "+1", "99999999999")],
+                for name in ("7", "", "x", "01", "+1", "99999999999", "1" * 5000,
+                             "0" * 4400 + "1")],
                 "include_synonyms": False, "include_documentation": False})
             assert [r["error_code"] for r in answer["results"]] == \
-                [42, 0 if resource_type == 4 else 42, 42, 0, 0, 42]
+                [42, 0 if resource_type == 4 else 42, 42, 0, 0, 42, 42, 0]
         d.same(33, 2, {"resources": [{"resource_type": 8, "resource_name": "1", "configs": [
             {"name": "root", "value": "INFO"}]}], "validate_only": False})
         for level, name in (("FATAL", "1"), ("TRACE", "01"), ("WARN", "+1")):
