@@ -34,8 +34,12 @@ def test_the_listed_loggers_are_the_ones_the_modules_use():
     used = set()
     for folder in ("broker", "storage", "protocol", "pipeline"):
         for path in (ROOT / folder).rglob("*.py"):
-            used |= set(re.findall(r'structlog\.get_logger\("([^"]+)"\)', path.read_text()))
-    used |= {"kcoord.groups", "kcoord.transactions"}  # the coordinator runtimes' (by name)
+            text = path.read_text()
+            used |= set(re.findall(r'structlog\.get_logger\("([^"]+)"\)', text))
+            # a coordinator runtime logs as kcoord.<its name>
+            used |= {f"kcoord.{name}" for name in
+                     re.findall(r'CoordinatorRuntime\(\s*\w+,\s*name="([^"]+)"', text)}
+    assert {"kcoord.groups", "kcoord.transactions"} <= used
     assert used <= set(logs.LOGGERS)
     # each listed one is used, or is the ancestor of one that is
     assert all(any(u == n or u.startswith(n + ".") for u in used) for n in logs.LOGGERS)
