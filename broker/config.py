@@ -66,6 +66,19 @@ _JAVA_DOUBLE = re.compile(r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:
 _LIST_SEPARATOR = re.compile(r"\s*,\s*")
 
 
+def java_integer(text: str, bits: int = 31) -> int | None:
+    """``text`` as Java's Integer.parseInt (``bits`` 31; Long.parseLong: 63)
+    reads it, or None where it throws; a string of thousands of digits too
+    (Python's int() refuses those with its own error)."""
+    if not _JAVA_INTEGER.fullmatch(text):
+        return None
+    digits = text.lstrip("+-").lstrip("0") or "0"
+    if len(digits) > 19:  # past any long
+        return None
+    value = -int(digits) if text.startswith("-") else int(digits)
+    return value if -(1 << bits) <= value < (1 << bits) else None
+
+
 def _java_double_text(value: float) -> str:
     """Java's Double.toString, which Kafka's messages show (2.0, 0.5, 1.0E10)."""
     if value != value or value in (math.inf, -math.inf):
@@ -92,8 +105,8 @@ def _parse_value(defn: ConfigDef, raw: Any) -> Any:
         raise ConfigValueError(defn.name, raw, "Expected value to be either true or false")
     if defn.type in (INT, SHORT, LONG):
         bits = {INT: 31, SHORT: 15, LONG: 63}[defn.type]
-        value = int(text) if _JAVA_INTEGER.fullmatch(text) else None
-        if value is None or not -(1 << bits) <= value < (1 << bits):
+        value = java_integer(text, bits)
+        if value is None:
             type_name = {INT: "INT", SHORT: "SHORT", LONG: "LONG"}[defn.type]
             raise ConfigValueError(defn.name, raw, f"Not a number of type {type_name}")
     elif defn.type == DOUBLE:

@@ -34,7 +34,6 @@ code and message, and the ones that pass change at once unless
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 import structlog
@@ -58,6 +57,7 @@ from kcoord.broker.config import (
     ConfigDef,
     ConfigValueError,
     format_value,
+    java_integer,
     parse_config_value,
 )
 from kcoord.broker.groups import group_configs
@@ -67,19 +67,6 @@ from kcoord.broker.topics.manager import TopicError, check_topic_configs, valida
 from kcoord.protocol.errors import ErrorCode
 
 log = structlog.get_logger("kcoord.config")
-
-_JAVA_INT = re.compile(r"[+-]?[0-9]+")
-
-
-def java_int(text: str) -> int | None:
-    """``text`` as Java's Integer.parseInt reads it, or None where it throws."""
-    if not _JAVA_INT.fullmatch(text):
-        return None
-    digits = text.lstrip("+-").lstrip("0") or "0"
-    if len(digits) > 10:  # (past any int, and Python's 4,300-digit limit)
-        return None
-    value = -int(digits) if text.startswith("-") else int(digits)
-    return value if -2**31 <= value < 2**31 else None
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -177,7 +164,7 @@ def _changes(broker, res, incremental: bool) -> dict[str, str]:
         return _broker_changes(broker, res, incremental)
     if res.resource_type == BROKER_LOGGER:
         # after the keys and values, as ConfigAdminManager (which reads it as parseInt)
-        node = java_int(res.resource_name)
+        node = java_integer(res.resource_name)
         if node is None:
             raise _Refused(ErrorCode.INVALID_REQUEST,
                            f"Node id must be an integer, but it is: {res.resource_name}")

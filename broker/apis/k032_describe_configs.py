@@ -31,8 +31,8 @@ from kcoord.broker.apis.configs import (
     topic_config_values,
 )
 from kcoord.broker.apis.authz import DESCRIBE_CONFIGS
-from kcoord.broker.apis.config_changes import AUTHORIZATION_MESSAGES, config_refusal, java_int
-from kcoord.broker.config import DYNAMIC_BROKER_CONFIGS, PASSWORD
+from kcoord.broker.apis.config_changes import AUTHORIZATION_MESSAGES, config_refusal
+from kcoord.broker.config import DYNAMIC_BROKER_CONFIGS, PASSWORD, java_integer
 from kcoord.broker import logs
 from kcoord.broker.topics.manager import validate_topic_name
 from kcoord.protocol.errors import ErrorCode
@@ -81,9 +81,9 @@ def _broker_id_refusal(name: str, node_id: int, resource_type: int) -> str | Non
     node's id (read as Integer.parseInt reads it), or None."""
     if name == "" and resource_type == BROKER_LOGGER:
         return "Broker id must not be empty"
-    if java_int(name) is None:
+    if java_integer(name) is None:
         return f"Broker id must be an integer, but it is: {name}"
-    if java_int(name) == node_id:
+    if java_integer(name) == node_id:
         return None
     if resource_type == BROKER_LOGGER:
         return f"Unexpected broker id, expected {node_id} but received {name}"

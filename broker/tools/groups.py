@@ -25,6 +25,7 @@ import re
 import sys
 from dataclasses import dataclass
 
+from kcoord.broker.config import java_integer
 from kcoord.broker.tools.connect import ConnectError, connect
 from kcoord.protocol.client import WireClient
 from kcoord.protocol.errors import ErrorCode
@@ -269,9 +270,10 @@ def _long(value, option: str) -> int:
     """A number option's value as joptsimple reads a Java long; Failed (Kafka's
     catch-all) with its words otherwise."""
     text = str(value)
-    if re.fullmatch(r"[+-]?[0-9]+", text) and -2**63 <= int(text) < 2**63:
-        return int(text)
-    raise Failed(f"Cannot parse argument '{text}' of option {option}")
+    number = java_integer(text, 63)
+    if number is None:
+        raise Failed(f"Cannot parse argument '{text}' of option {option}")
+    return number
 
 
 def _given(args, name: str) -> bool:

@@ -38,6 +38,7 @@ import re
 import sys
 import uuid
 
+from kcoord.broker.config import java_integer
 from kcoord.broker.tools.connect import ConnectError, connect
 from kcoord.broker.tools.groups import KafkaHelp, parse_error
 from kcoord.protocol.errors import ErrorCode
@@ -265,9 +266,10 @@ def _int_value(args, option: str) -> int | None:
         return None
     if isinstance(text, int):
         return text
-    if re.fullmatch(r"[+-]?\d+", text) and -2**31 <= int(text) < 2**31:
-        return int(text)
-    raise _Failed(f"Cannot parse argument '{text}' of option {option}")
+    value = java_integer(text)
+    if value is None:
+        raise _Failed(f"Cannot parse argument '{text}' of option {option}")
+    return value
 
 
 def _java_split(text: str, pattern: str) -> list[str]:
@@ -281,9 +283,10 @@ def _java_split(text: str, pattern: str) -> list[str]:
 
 
 def _java_int(text: str) -> int:
-    if re.fullmatch(r"[+-]?\d+", text) and -2**31 <= int(text) < 2**31:
-        return int(text)
-    raise _Failed(f'For input string: "{text}"')
+    value = java_integer(text)
+    if value is None:
+        raise _Failed(f'For input string: "{text}"')
+    return value
 
 
 def _replica_assignment(args) -> list[list[int]]:

@@ -359,3 +359,31 @@ def test_altered_configs_survive_a_kill(tmp_path):
         assert described["max.message.bytes"] == ("2000000", 3)  # DYNAMIC_DEFAULT_BROKER
     finally:
         again.terminate()
+
+
+def test_numbers_of_thousands_of_digits_are_refused_in_kafka_s_words(broker):
+    """A config value or a broker id of 5,000 digits (past Python's int() limit):
+    refused as Kafka refuses a number it cannot read, the connection still
+    serving; kcoord closed it."""
+    huge = "1" * 5000
+    with WireClient.to(broker.bootstrap) as client:
+        for resource_type, name, key, code in ((4, "", "log.retention.ms", 42),
+                                               (2, "__consumer_offsets", "retention.ms", 40)):
+            answer = client.call(44, 1, {"resources": [{
+                "resource_type": resource_type, "resource_name": name, "configs": [
+                    {"name": key, "config_operation": 0, "value": huge}]}],
+                "validate_only": True})["responses"][0]
+            assert answer["error_code"] == code, answer
+            assert answer["error_message"].endswith("Not a number of type LONG")
+        for resource_type in (4, 8):
+            (result,) = client.call(32, 4, {"resources": [
+                {"resource_type": resource_type, "resource_name": huge,
+                 "configuration_keys": None}],
+                "include_synonyms": False, "include_documentation": False})["results"]
+            assert result["error_code"] == 42
+            assert result["error_message"] == f"Broker id must be an integer, but it is: {huge}"
+        answer = client.call(44, 1, {"resources": [{
+            "resource_type": 8, "resource_name": huge, "configs": [
+                {"name": "root", "config_operation": 0, "value": "INFO"}]}],
+            "validate_only": True})["responses"][0]
+        assert answer["error_message"] == f"Node id must be an integer, but it is: {huge}"
