@@ -37,4 +37,7 @@ API_VERSIONS = Api(
         )], v="3+", tag=2),
         F("zk_migration_ready", "bool", v="3+", tag=3),
     ),
+    # Answered on every new connection, with the whole API table: generated
+    # (protocol.generated), byte-identical to construct's.
+    generated=True,
 )

@@ -45,4 +45,7 @@ CONSUMER_GROUP_HEARTBEAT = Api(
         F("assignment", S(F("topic_partitions", [_TOPIC_PARTITIONS])),
           nullable="0+", default=None),
     ),
+    # Every member of a consumer group, every few seconds: generated
+    # (protocol.generated), byte-identical to construct's.
+    generated=True,
 )

@@ -22,4 +22,7 @@ HEARTBEAT = Api(
         F("throttle_time_ms", "int32", v="1+"),
         F("error_code", "int16"),
     ),
+    # Every member of a classic group, every few seconds: generated
+    # (protocol.generated), byte-identical to construct's.
+    generated=True,
 )

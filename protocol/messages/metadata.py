@@ -59,4 +59,7 @@ METADATA = Api(
         F("cluster_authorized_operations", "int32", v="8-10", default=-2147483648),
         F("error_code", "int16", v="13+", default=0),
     ),
+    # Asked by every client at start and on every refresh, listing every
+    # partition: generated (protocol.generated), byte-identical to construct's.
+    generated=True,
 )

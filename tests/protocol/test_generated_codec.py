@@ -49,6 +49,12 @@ HOT = [OFFSET_COMMIT, PRODUCE, headers.REQUEST_HEADER, group_records.OFFSET_COMM
        group_records.OFFSET_COMMIT_VALUE]
 HOT_CASES = [(api, version, direction) for api, version, direction in ALL_CASES if api in HOT]
 HOT_SETTINGS = settings(SETTINGS, max_examples=150)
+# Generated too, for the cost per request of every client (ApiVersions and
+# Metadata on each connection, Fetch for every consumer, the heartbeats): every
+# version, with fewer examples than the hottest.
+WARM = [ALL_APIS[18], ALL_APIS[3], ALL_APIS[1], ALL_APIS[12], ALL_APIS[68]]
+WARM_CASES = [(api, version, direction) for api, version, direction in ALL_CASES if api in WARM]
+WARM_SETTINGS = settings(SETTINGS, max_examples=30)
 
 
 def _codecs(case):
@@ -112,6 +118,13 @@ def test_hot_apis_same_bytes_and_values(case, data):
     _same_bytes_and_values(case, data)
 
 
+@pytest.mark.parametrize("case", WARM_CASES, ids=case_id)
+@WARM_SETTINGS
+@given(data=st.data())
+def test_warm_apis_same_bytes_and_values(case, data):
+    _same_bytes_and_values(case, data)
+
+
 def _same_bytes_and_values(case, data):
     api, version, direction = case
     reference, generated = _codecs(case)
@@ -148,6 +161,13 @@ def test_damaged_input_is_refused_or_read_alike(case, data):
 @HOT_SETTINGS
 @given(data=st.data())
 def test_hot_apis_damaged_input(case, data):
+    _damaged_input(case, data)
+
+
+@pytest.mark.parametrize("case", WARM_CASES, ids=case_id)
+@WARM_SETTINGS
+@given(data=st.data())
+def test_warm_apis_damaged_input(case, data):
     _damaged_input(case, data)
 
 
@@ -227,11 +247,14 @@ def test_values_that_cannot_be_encoded_fail_alike(version):
 
 
 def test_the_hot_apis_use_the_generated_codec():
-    for api in HOT:
+    for api in HOT + WARM:
         for version in range(api.min_version, api.max_version + 1):
-            assert isinstance(api.codec(version, "request"), GeneratedCodec), (api.name, version)
+            for direction in ("request", "response"):
+                assert isinstance(api.codec(version, direction), GeneratedCodec), \
+                    (api.name, version, direction)
     # The others keep construct's codec.
-    assert not ALL_APIS[3].codec(1, "request").generated
+    assert not ALL_APIS[16].codec(1, "request").generated
+    assert not ALL_APIS[11].codec(5, "response").generated
 
 
 def test_a_request_frame_reads_the_same_through_the_server_path():
