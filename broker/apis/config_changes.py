@@ -139,39 +139,43 @@ async def alter_configs(ctx, request, incremental: bool) -> dict:
 
 
 def _changes(broker, res, incremental: bool) -> dict[str, str]:
-    """The resource's new dynamic configs, or ``_Refused`` with Kafka's words."""
+    """The resource's new dynamic configs, or ``_Refused`` with Kafka's words, in
+    the order ConfigAdminManager checks: duplicate keys, null values (every name
+    at once), then what the resource type checks (a broker's or node's id before
+    its operations); an unknown operation on a topic or group fails as Kafka's
+    controller fails it (UNKNOWN_SERVER_ERROR, no message)."""
     if res.resource_type not in (TOPIC, BROKER, BROKER_LOGGER, GROUP) or \
             (res.resource_type == BROKER_LOGGER and not incremental):
         raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown resource type {res.resource_type}")
-    if res.resource_type == BROKER and res.resource_name not in ("", str(broker.node_id)):
-        raise _Refused(ErrorCode.INVALID_REQUEST,
-                       f"Unexpected broker id, expected {broker.node_id}, but received "
-                       f"{res.resource_name}")
     names = Counter(c.name for c in res.configs)
     if any(n > 1 for n in names.values()):
         raise _Refused(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    nulls = [c.name for c in res.configs
+             if (c.config_operation if incremental else SET) != DELETE and c.value is None]
+    if nulls:
+        raise _Refused(ErrorCode.INVALID_REQUEST,
+                       f"Null value not supported for : {', '.join(nulls)}")
+    if res.resource_type == BROKER_LOGGER:
+        _check_node_id(broker, res.resource_name,
+                       lambda node: f"Unexpected node id. Expected {broker.node_id}, "
+                                    f"but received {node}")
+        return _log_level_changes(res)
+    if res.resource_type == BROKER and res.resource_name:
+        _check_node_id(broker, res.resource_name,
+                       lambda _node: f"Unexpected broker id, expected {broker.node_id}, but "
+                                     f"received {res.resource_name}")
     for c in res.configs:
         op = c.config_operation if incremental else SET
         if op not in _OPERATIONS:
+            if res.resource_type == BROKER:
+                raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op}")
             raise _Refused(ErrorCode.UNKNOWN_SERVER_ERROR, None)
-        if op != DELETE and c.value is None:
-            raise _Refused(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}")
     if res.resource_type == GROUP:
         if not res.resource_name:
             raise _Refused(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
         return _group_changes(broker, res, incremental)
     if res.resource_type == BROKER:
         return _broker_changes(broker, res, incremental)
-    if res.resource_type == BROKER_LOGGER:
-        # after the keys and values, as ConfigAdminManager (which reads it as parseInt)
-        node = java_integer(res.resource_name)
-        if node is None:
-            raise _Refused(ErrorCode.INVALID_REQUEST,
-                           f"Node id must be an integer, but it is: {res.resource_name}")
-        if node != broker.node_id:
-            raise _Refused(ErrorCode.INVALID_REQUEST, f"Unexpected node id. Expected "
-                                                      f"{broker.node_id}, but received {node}")
-        return _log_level_changes(res)
     name = res.resource_name
     topic = broker.topics.get(name)
     if topic is None:
@@ -186,6 +190,16 @@ def _changes(broker, res, incremental: bool) -> dict[str, str]:
     return configs
 
 
+def _check_node_id(broker, name: str, unexpected) -> None:
+    """A BROKER or BROKER_LOGGER resource names this node as Integer.parseInt reads
+    it (``01`` and ``+1`` are node 1); ``unexpected(node)`` words another id."""
+    node = java_integer(name)
+    if node is None:
+        raise _Refused(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}")
+    if node != broker.node_id:
+        raise _Refused(ErrorCode.INVALID_REQUEST, unexpected(node))
+
+
 def _log_level_changes(res) -> dict[str, str | None]:
     """logger -> its new level, or None to take its own away (ConfigAdminManager's
     validateLogLevelConfigs: loggers that exist, log4j's level names, SET and
@@ -196,6 +210,10 @@ def _log_level_changes(res) -> dict[str, str | None]:
             raise _Refused(ErrorCode.INVALID_REQUEST,
                            f"{_OPERATIONS[c.config_operation]} operation is not allowed for "
                            "the BROKER_LOGGER resource")
+        if c.config_operation not in _OPERATIONS:
+            raise _Refused(ErrorCode.INVALID_REQUEST,
+                           f"Unknown operation type {c.config_operation} is not allowed for the "
+                           "BROKER_LOGGER resource")
         if not logs.exists(c.name):
             raise _Refused(ErrorCode.INVALID_CONFIG, f"Logger {c.name} does not exist!")
         if c.config_operation == DELETE:

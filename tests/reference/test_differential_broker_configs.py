@@ -9,6 +9,7 @@ brokers`` prints the same on both. Every change is undone at the end."""
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 
@@ -117,6 +118,45 @@ def test_other_changes_as_kafka_4_4(d):
     alter(d, "1", ("min.insync.replicas", SET, "1"))  # refused per broker (ELR)
     alter(d, "", ("min.insync.replicas", SET, "1"))
     describe(d, [(BROKER, "", KEYS), (BROKER, "1", KEYS)])
+
+
+@pytest.mark.parametrize("name", ["01", "+1", "x", " 1", "-1", "+7", "007", "2147483648"])
+def test_broker_ids_read_as_kafka_reads_them(d, name):
+    """A broker id as Integer.parseInt reads it (01 and +1 are this broker), after
+    the duplicate keys and null values, before the operations; another id is
+    named as it was written."""
+    alter(d, name, ("log.retention.ms", SET, "1000"), validate_only=True)
+    alter(d, name, ("log.retention.ms", SET, None), ("log.flush.ms", SET, None),
+          validate_only=True)
+    alter(d, name, ("log.retention.ms", 9, "1"), validate_only=True)
+    alter(d, name, ("log.retention.ms", 9, "1"), ("log.flush.ms", SET, None),
+          validate_only=True)
+    alter(d, name, ("log.retention.ms", SET, None), ("log.retention.ms", SET, None),
+          validate_only=True)
+
+
+@pytest.mark.parametrize("resource", [(2, "ops-topic"), (8, "1"), (8, "x"), (BROKER, "")])
+@pytest.mark.parametrize("ops", [
+    [("retention.ms", SET, None), ("segment.ms", SET, None)],
+    [("retention.ms", 9, None), ("segment.ms", 9, None)],
+    [("retention.ms", DELETE, None), ("segment.ms", 9, None)],
+    [("retention.ms", 9, "1")],
+    [("retention.ms", 4, "1"), ("segment.ms", SET, "1")],
+    [("retention.ms", -1, "1")],
+], ids=lambda ops: ",".join(f"{n}{o}={v}" for n, o, v in ops) if isinstance(ops, list) else ops)
+def test_null_values_and_unknown_operations_as_kafka_4_4(d, resource, ops):
+    """Every null value named at once; an unknown operation refused in each
+    resource type's words (a topic's by the controller, without a message)."""
+    kind, name = resource
+    if kind == 2:
+        name = f"{name}-{uuid.uuid4().hex[:8]}"
+        d.create_topics(name)
+    if kind == 8:
+        ops = [("root" if n == "retention.ms" else "kafka", o, v) for n, o, v in ops]
+    body = {"resources": [{"resource_type": kind, "resource_name": name, "configs": [
+        {"name": n, "config_operation": op, "value": v} for n, op, v in ops]}],
+        "validate_only": True}
+    assert d.same(44, 1, body)["responses"][0]["error_code"] != 0
 
 
 def test_kafka_configs_alters_the_brokers_as_on_kafka(d):
