@@ -16,9 +16,10 @@ construct refuses, the same exception types for values that cannot be encoded.
 ``tests/protocol/test_generated_codec.py`` checks that for every version of
 every API (not only the generated ones), byte for byte.
 
-One difference is deliberate: a ``records`` field (Produce, Fetch) decodes to a
-``memoryview`` of the buffer, not a copy, so a megabyte of records goes from
-the frame to the log file without being copied; it is writable when the buffer
+One difference is deliberate: a ``records`` field of a request (Produce)
+decodes to a ``memoryview`` of the buffer, not a copy, so a megabyte of records
+goes from the frame to the log file without being copied (a response's, a
+Fetch answer read by a client, decodes to ``bytes`` as construct's); it is writable when the buffer
 is (the broker receives large frames into a ``bytearray`` of their own).  The
 decoder reads ``bytes``, ``bytearray`` or ``memoryview`` buffers alike and
 gives the same values (other ``bytes`` fields are ``bytes``) for each.
@@ -96,6 +97,7 @@ class _Source:
         self.names: dict[str, object] = {}
         self._count = 0
         self.uses_view = False  # the decoder reads a records field
+        self.views = True  # records fields decode to views of the buffer
 
     def var(self, prefix: str) -> str:
         self._count += 1
@@ -204,7 +206,7 @@ def _read_primitive(src: _Source, node, d: int, dst: str) -> None:
     if compact and text:
         src.emit(d + 1, f"if {n} > MAX_STRING: "
                         f"raise DecodeError('string had invalid length %d' % {n})")
-    if getattr(node, "records", False):
+    if getattr(node, "records", False) and src.views:
         # A view of the frame, not a copy (see the module's docstring).
         src.uses_view = True
         _read_slice(src, d + 1, dst, n, "{}", source="view")
@@ -447,10 +449,12 @@ def _encoder(src: _Source, node: T.KStruct) -> str:
 # -- the codec ---------------------------------------------------------------------
 
 
-def generate(node: T.KStruct) -> tuple[str, dict]:
+def generate(node: T.KStruct, views: bool = True) -> tuple[str, dict]:
     """The source of ``decode_at(buf, pos) -> (value, end)`` and
-    ``encode(value) -> bytes`` for ``node``, and the names it needs."""
+    ``encode(value) -> bytes`` for ``node``, and the names it needs; ``views``:
+    ``records`` fields decode to views of the buffer (a request's)."""
     src = _Source()
+    src.views = views
     _decoder(src, node)
     src.emit(0, "")
     _encoder(src, node)
@@ -466,9 +470,9 @@ class GeneratedCodec:
 
     generated = True
 
-    def __init__(self, struct: T.KStruct):
+    def __init__(self, struct: T.KStruct, views: bool = True):
         self.struct = struct
-        self.source, names = generate(struct)
+        self.source, names = generate(struct, views)
         namespace = dict(_NAMESPACE)
         namespace.update(names)
         exec(compile(self.source, f"<generated codec {id(self):x}>", "exec"), namespace)

@@ -276,7 +276,10 @@ class Api:
             if not self.generated:
                 codec = self.construct_codec(version, direction)
             else:
-                codec = GeneratedCodec(self._struct(version, direction))
+                # a request's records are read as a view of the frame, a
+                # response's (a Fetch answer, read by a client) as bytes
+                codec = GeneratedCodec(self._struct(version, direction),
+                                       views=direction == "request")
             self._codecs[key] = codec
         return codec
 
