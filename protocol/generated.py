@@ -1,7 +1,8 @@
 """A decoder and an encoder generated as Python source from the schema table.
 
 For the APIs declared with ``generated=True`` (the hot ones: Produce,
-OffsetCommit, the request header, the offset records of ``__consumer_offsets``) the codec is not
+OffsetCommit, ApiVersions, Metadata, the heartbeats, the request header, the
+offset records of ``__consumer_offsets``) the codec is not
 construct's compiled code but one plain function per direction, generated at
 first use from the very ``KStruct`` that the construct codec is built from, so
 both follow one schema table and agree on every version rule.  The generated

@@ -128,8 +128,8 @@ _STRINGS = {
 
 def KRecords(*, compact: bool) -> _Primitive:
     """A ``records`` field: nullable bytes on the wire, read by construct as
-    ``bytes``; the generated codec reads it as a ``memoryview`` of the frame
-    (``protocol.generated``), so that a megabyte of records is not copied."""
+    ``bytes``; the generated codec reads a request's as a ``memoryview`` of the
+    frame (``protocol.generated``), so that a megabyte of records is not copied."""
     return _RECORDS[compact]
 
 

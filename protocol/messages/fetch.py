@@ -95,7 +95,4 @@ FETCH = Api(
             F("rack", "string", v="16+", nullable="16+", default=None),
         )], v="16+", tag=0),
     ),
-    # The hot path of every consumer: generated (protocol.generated),
-    # byte-identical to construct's.
-    generated=True,
 )
