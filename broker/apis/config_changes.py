@@ -124,7 +124,11 @@ async def alter_configs(ctx, request, incremental: bool) -> dict:
             elif res.resource_type == GROUP:
                 await broker.alter_group_configs(res.resource_name, changes)
             elif res.resource_type == BROKER:
-                await broker.alter_broker_configs(res.resource_name, changes)
+                if res.resource_name in ("", str(broker.node_id)):
+                    await broker.alter_broker_configs(res.resource_name, changes)
+                # else this node written otherwise (01, +1): Kafka's controller
+                # keeps the change under that name, which no broker reads
+                # (checked against Kafka 4.4): accepted, and nothing changes
             elif res.resource_type == BROKER_LOGGER:
                 _set_log_levels(ctx, changes)
             else:
@@ -144,9 +148,6 @@ def _changes(broker, res, incremental: bool) -> dict[str, str]:
     at once), then what the resource type checks (a broker's or node's id before
     its operations); an unknown operation on a topic or group fails as Kafka's
     controller fails it (UNKNOWN_SERVER_ERROR, no message)."""
-    if res.resource_type not in (TOPIC, BROKER, BROKER_LOGGER, GROUP) or \
-            (res.resource_type == BROKER_LOGGER and not incremental):
-        raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown resource type {res.resource_type}")
     names = Counter(c.name for c in res.configs)
     if any(n > 1 for n in names.values()):
         raise _Refused(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
@@ -155,6 +156,9 @@ def _changes(broker, res, incremental: bool) -> dict[str, str]:
     if nulls:
         raise _Refused(ErrorCode.INVALID_REQUEST,
                        f"Null value not supported for : {', '.join(nulls)}")
+    if res.resource_type not in (TOPIC, BROKER, BROKER_LOGGER, GROUP) or \
+            (res.resource_type == BROKER_LOGGER and not incremental):
+        raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown resource type {res.resource_type}")
     if res.resource_type == BROKER_LOGGER:
         _check_node_id(broker, res.resource_name,
                        lambda node: f"Unexpected node id. Expected {broker.node_id}, "

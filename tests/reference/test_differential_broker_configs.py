@@ -135,6 +135,28 @@ def test_broker_ids_read_as_kafka_reads_them(d, name):
           validate_only=True)
 
 
+def test_a_broker_written_otherwise_changes_nothing_as_on_kafka(d):
+    """01 is this broker to the checks, but Kafka's controller keeps the change
+    under "01", which no broker applies: accepted, broker 1 unchanged."""
+    try:
+        assert alter(d, "01", ("log.retention.ms", SET, "1234567"))["error_code"] == 0
+        time.sleep(1)  # what Kafka's broker would have seen of it by now
+        (broker,) = describe(d, [(BROKER, "1", KEYS)])
+        assert _values(broker)["log.retention.ms"][1] == 5  # DEFAULT_CONFIG
+    finally:
+        d.ask(44, 1, _body("01", ("log.retention.ms", DELETE, None)))
+
+
+@pytest.mark.parametrize("api", [33, 44])
+@pytest.mark.parametrize("kind", [8, 99])
+def test_duplicates_and_nulls_before_the_resource_type_as_kafka_4_4(d, api, kind):
+    for configs in ([("root", SET, None)], [("root", SET, "1"), ("root", SET, "1")]):
+        body = {"resources": [{"resource_type": kind, "resource_name": "1", "configs": [
+            {"name": n, "value": v, **({"config_operation": op} if api == 44 else {})}
+            for n, op, v in configs]}], "validate_only": True}
+        assert d.same(api, 1, body)["responses"][0]["error_code"] == 42
+
+
 @pytest.mark.parametrize("resource", [(2, "ops-topic"), (8, "1"), (8, "x"), (BROKER, "")])
 @pytest.mark.parametrize("ops", [
     [("retention.ms", SET, None), ("segment.ms", SET, None)],
