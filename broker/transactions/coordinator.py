@@ -158,27 +158,32 @@ class TransactionShard:
     # -- writing a new state -----------------------------------------------------------
 
     def _transition(self, meta: TxnMetadata, target: TxnMetadata, done,
-                    reason: str) -> Outcome:
-        """Write ``target`` as the id's state; ``done(error, now)`` once durable."""
+                    reason: str, routine: bool = False) -> Outcome:
+        """Write ``target`` as the id's state; ``done(error, now)`` once durable.
+        ``routine``: a step of a transaction its producer runs (begin, add, end,
+        markers written), logged at DEBUG as Kafka's coordinator logs those (a
+        producer's transactions would otherwise log three lines each); a
+        producer's start, fencing or timeout is logged at INFO."""
         meta.pending = True
         key = txn_records.encode_key(meta.transactional_id)
         value = txn_records.encode_value(target.record_fields())
 
         return Outcome(writes=[Write([(key, value)], functools.partial(
-            self._settled, meta, target, done, reason))])
+            self._settled, meta, target, done, reason, routine))])
 
     def _settled(self, meta: TxnMetadata, target: TxnMetadata, done, reason: str,
-                 error: ErrorCode, now: int) -> Outcome:
+                 routine: bool, error: ErrorCode, now: int) -> Outcome:
         """A state's record is durable (the state takes effect) or failed."""
         meta.pending = False
         if error == ErrorCode.NONE:
             current = self.ids.get(meta.transactional_id)
             if current is meta:
                 self.ids[meta.transactional_id] = target
-                log.info("transaction.state", transactional_id=target.transactional_id,
-                         state=target.state.display, producer_id=target.producer_id,
-                         producer_epoch=target.producer_epoch, reason=reason,
-                         partitions=len(target.partitions) or None)
+                (log.debug if routine else log.info)(
+                    "transaction.state", transactional_id=target.transactional_id,
+                    state=target.state.display, producer_id=target.producer_id,
+                    producer_epoch=target.producer_epoch, reason=reason,
+                    partitions=len(target.partitions) or None)
         else:
             log.warning("transaction.state_not_written",
                         transactional_id=target.transactional_id,
@@ -319,7 +324,8 @@ class TransactionShard:
 
         return out.merge(self._transition(
             meta, target, functools.partial(self._added, ticket),
-            "partitions added" if meta.state is TxnState.ONGOING else "a transaction began"))
+            "partitions added" if meta.state is TxnState.ONGOING else "a transaction began",
+            routine=True))
 
     def _added(self, ticket, error: ErrorCode, now: int) -> Outcome:
         return Outcome().answer(ticket, self._write_error(error))
@@ -469,7 +475,8 @@ class TransactionShard:
 
         return self._transition(
             meta, target, functools.partial(self._prepared, ticket, target, commit, answer),
-            reason or ("the producer commits" if commit else "the producer aborts"))
+            reason or ("the producer commits" if commit else "the producer aborts"),
+            routine=reason is None)
 
     def _prepared(self, ticket, target: TxnMetadata, commit: bool, answer, error: ErrorCode,
                   now: int) -> Outcome:
@@ -513,7 +520,7 @@ class TransactionShard:
 
         return out.merge(self._transition(
             meta, target, functools.partial(self._completed, ticket, meta, commit),
-            "every marker written"))
+            "every marker written", routine=True))
 
     def _completed(self, ticket, meta: TxnMetadata, commit: bool, error: ErrorCode,
                    now: int) -> Outcome:

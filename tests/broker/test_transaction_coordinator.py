@@ -6,8 +6,11 @@ and replaying the records written gives the live state."""
 from __future__ import annotations
 
 import itertools
+import logging
 
 import pytest
+import structlog
+from structlog.testing import capture_logs
 
 from kcoord.broker.runtime.outcome import Outcome
 from kcoord.broker.runtime.timers import Deadlines, ManualClock, ShardTimers
@@ -129,6 +132,42 @@ def test_a_transaction_from_begin_to_commit():
     assert h.state().state is TxnState.COMPLETE_COMMIT and h.state().partitions == set()
     assert h.end("t", pid, epoch, True) == E.NONE  # a retry
     assert h.end("t", pid, epoch, False) == E.INVALID_TXN_STATE
+
+
+def test_a_producer_s_own_steps_log_at_debug_its_start_and_timeout_at_info():
+    """Begin, end and markers written log at DEBUG, as Kafka's coordinator logs
+    them (three lines a transaction otherwise); a producer's start and a
+    transaction aborted at its timeout at INFO."""
+    h = Harness(abort_interval_ms=1_000)
+    saved = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    try:
+        with capture_logs() as events:
+            _steps(h)
+    finally:
+        structlog.configure(**saved)
+    states = [(e["log_level"], e["state"], e["reason"]) for e in events
+              if e["event"] == "transaction.state"]
+    assert states == [
+        ("info", "Empty", "a new producer"),
+        ("debug", "Ongoing", "a transaction began"),
+        ("debug", "PrepareCommit", "the producer commits"),
+        ("debug", "CompleteCommit", "every marker written"),
+        ("debug", "Ongoing", "a transaction began"),
+        ("info", "PrepareAbort", "timed out after 1500 ms"),
+        ("debug", "CompleteAbort", "every marker written")]
+
+
+def _steps(h) -> None:
+    """A producer starts, commits one transaction, leaves the next past its timeout."""
+    _e, pid, epoch = h.init(timeout=1_500)
+    h.add("t", pid, epoch, ("a", 0))
+    h.end("t", pid, epoch, True)
+    h.markers_done()
+    h.add("t", pid, epoch, ("a", 0))
+    h.clock.advance(2_000)
+    h.fire_due()
+    h.markers_done()
 
 
 def test_init_of_an_open_transaction_aborts_it_under_a_fencing_epoch():
