@@ -179,8 +179,10 @@ def diff(reference_pair):
     return make
 
 
-def compiled_java(source: Path, into: Path, javac: str | None = None) -> str:
-    """``source`` compiled against Kafka 4.x's jars into ``into``: the classpath to
+def compiled_java(source: Path, into: Path, javac: str | None = None,
+                  resolve=kafka.resolve) -> str:
+    """``source`` compiled against Kafka 4.x's jars (``resolve``: the broker's, or
+    ``kafka.resolve_connect``, Connect's runtime) into ``into``: the classpath to
     run it with. Skips (or fails, under KCOORD_REQUIRE_REFERENCE) without Java,
     Maven or a javac; fails the test if the source does not compile."""
     missing = kafka.missing_requirements()
@@ -190,7 +192,7 @@ def compiled_java(source: Path, into: Path, javac: str | None = None) -> str:
     if javac is None or not Path(javac).exists():
         _unavailable(f"{source.name} needs javac (a JDK, not only a JRE)")
     try:
-        libs = kafka.resolve(kafka.MAIN_VERSION)
+        libs = resolve(kafka.MAIN_VERSION)
     except kafka.ReferenceUnavailable as exc:
         _unavailable(str(exc).splitlines()[0])
     built = subprocess.run([javac, "-nowarn", "-d", str(into), "-cp", str(libs / "*"),

@@ -2,7 +2,9 @@
 
 ``resolve(version)`` copies ``kafka_2.13``, ``kafka-tools`` and an SLF4J binding,
 with all their dependencies, into ``~/.cache/kcoord/kafka-<version>/libs``
-(``KCOORD_CACHE_DIR`` moves the cache) using ``tests/reference/pom.xml``.
+(``KCOORD_CACHE_DIR`` moves the cache) using ``tests/reference/pom.xml``;
+``resolve_connect(version)`` Kafka Connect's runtime into ``connect-<version>``
+using ``tests/reference/connect/pom.xml``.
 ``KafkaBroker`` formats a combined broker+controller in a temporary folder,
 starts it on free loopback ports with kcoord's development defaults, waits
 until it answers Metadata with itself as a registered broker, and stops it.
@@ -45,6 +47,7 @@ NODE_ID = 1  # the same as kcoord's default node.id, so node ids need no normali
 # Set in the server.properties of both the reference and the kcoord beside it.
 KCOORD_STATIC_PROPERTIES = {"node.id": NODE_ID, "num.partitions": 1}
 POM = Path(__file__).with_name("pom.xml")
+CONNECT_POM = Path(__file__).with_name("connect") / "pom.xml"
 
 # kafka-run-class.sh's defaults (KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS), so
 # that start-up time and memory are those of Kafka as its scripts run it.
@@ -98,11 +101,21 @@ def _all_resolved() -> bool:
 
 def resolve(version: str = MAIN_VERSION) -> Path:
     """The folder holding every jar of Kafka ``version``; resolved once, then cached."""
-    home = cache_dir() / f"kafka-{version}"
+    return _resolved(POM, f"kafka-{version}", version, f"kafka_2.13-{version}.jar")
+
+
+def resolve_connect(version: str = MAIN_VERSION) -> Path:
+    """The folder holding Kafka Connect's runtime of ``version`` (``connect/pom.xml``)."""
+    return _resolved(CONNECT_POM, f"connect-{version}", version,
+                     f"connect-runtime-{version}.jar")
+
+
+def _resolved(pom: Path, name: str, version: str, expected: str) -> Path:
+    home = cache_dir() / name
     libs = home / "libs"
     marker = home / ".complete"
-    # resolved again when pom.xml changes (a dependency added)
-    stamp = f"{version} {hashlib.sha256(POM.read_bytes()).hexdigest()[:16]}\n"
+    # resolved again when the pom changes (a dependency added)
+    stamp = f"{version} {hashlib.sha256(pom.read_bytes()).hexdigest()[:16]}\n"
     if marker.exists() and marker.read_text() == stamp:
         return libs
     home.mkdir(parents=True, exist_ok=True)
@@ -113,13 +126,13 @@ def resolve(version: str = MAIN_VERSION) -> Path:
         if shutil.which("mvn") is None:
             raise ReferenceUnavailable("Maven (mvn) is not on PATH")
         staging = Path(tempfile.mkdtemp(prefix="libs-", dir=home))
-        cmd = ["mvn", "-B", "-q", "-f", str(POM), "dependency:copy-dependencies",
+        cmd = ["mvn", "-B", "-q", "-f", str(pom), "dependency:copy-dependencies",
                f"-Dkafka.version={version}", f"-DoutputDirectory={staging}"]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-        if done.returncode != 0 or not any(staging.glob(f"kafka_2.13-{version}.jar")):
+        if done.returncode != 0 or not any(staging.glob(expected)):
             shutil.rmtree(staging, ignore_errors=True)
             raise ReferenceUnavailable(
-                f"mvn could not resolve Kafka {version}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+                f"mvn could not resolve {name}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
         if libs.exists():
             shutil.rmtree(libs)
         staging.rename(libs)
@@ -313,6 +326,7 @@ def main(argv: list[str]) -> int:
     if command == "resolve":
         for version in rest or [MAIN_VERSION, LEGACY_VERSION]:
             print(f"Kafka {version}: {resolve(version)}")
+        print(f"Kafka Connect {MAIN_VERSION}: {resolve_connect(MAIN_VERSION)}")
         return 0
     if command == "serve":
         with KafkaBroker(rest[0] if rest else MAIN_VERSION) as kafka:
