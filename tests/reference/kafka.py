@@ -145,9 +145,19 @@ def classpath(version: str = MAIN_VERSION) -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` different free ports: each held until all are picked (one at a
+    time, the system may give the same port twice)."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            s = stack.enter_context(socket.socket())
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+        return ports
 
 
 def run_tool(main_class: str, *args: str, version: str = MAIN_VERSION, timeout: float = 120,
@@ -213,7 +223,8 @@ class KafkaBroker:
 
     def start(self, timeout: float = 120) -> "KafkaBroker":
         cp = classpath(self.version)
-        self.port, controller_port = free_port(), free_port()
+        self.port, controller_port, *others = free_ports(2 + len(self.listeners))
+        self._other_ports = others
         props = broker_properties(self.workdir, self.port, controller_port,
                                   {**self._listener_properties(controller_port), **self.extra})
         config = self.workdir / "server.properties"
@@ -243,7 +254,7 @@ class KafkaBroker:
     def _listener_properties(self, controller_port: int) -> dict[str, str]:
         if not self.listeners:
             return {}
-        self.listener_ports = {name: free_port() for name in self.listeners}
+        self.listener_ports = dict(zip(self.listeners, self._other_ports))
         extra = ",".join(f"{name}://127.0.0.1:{port}" for name, port in self.listener_ports.items())
         return {
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},{extra},"
