@@ -5,6 +5,7 @@ import threading
 import time
 
 from kafka import KafkaConsumer, KafkaProducer
+from kafka.errors import RebalanceInProgressError
 
 
 class _Polling(threading.Thread):
@@ -29,7 +30,17 @@ class _Polling(threading.Thread):
                 for records in self.consumer.poll(timeout_ms=50).values():
                     self.seen.extend(r.value for r in records)
             if self.commit_now.is_set():
-                self.consumer.commit()
+                while True:
+                    try:
+                        self.consumer.commit()
+                        break
+                    except RebalanceInProgressError:
+                        # as kafka-python advises: poll (which completes the
+                        # rebalance) and commit again; what is read meanwhile
+                        # is read again after the rebalance, not new
+                        if time.monotonic() > deadline:
+                            raise
+                        self.consumer.poll(timeout_ms=50)
                 self.committed.set()
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
