@@ -105,11 +105,13 @@ class KafkaPythonMember(Member):
             session_timeout_ms=self.settings.get("session", 10_000),
             heartbeat_interval_ms=self.settings.get("heartbeat", 3_000),
             **self.settings.get("extra", {}))
-        # The topic's metadata first: kafka-python's leader otherwise assigns
-        # nothing, re-joins as soon as the metadata arrives, and can stall in that
-        # second rebalance (against Kafka too).
-        consumer.partitions_for_topic(self.topic)
+        # Subscribed, then the topic's metadata asked for: kafka-python builds
+        # the snapshot its leader assigns from when metadata arrives after the
+        # subscription. Asked before subscribing, the leader assigns from no
+        # metadata, re-joins as soon as the metadata arrives, and can stall in
+        # that second rebalance (against Kafka too).
         consumer.subscribe([self.topic], listener=Listener())
+        consumer.partitions_for_topic(self.topic)
         try:
             while not self._stop.is_set():
                 # kafka-python 3.0.12 drops a join-and-sync round that completes
