@@ -44,3 +44,25 @@ def kafka_abs(value: int) -> int:
 
 def coordinator_partition(group_id: str, partitions: int) -> int:
     return kafka_abs(java_string_hashcode(group_id)) % partitions
+
+
+class Placement:
+    """Which partition of a coordinator's topic an id (a group's, a transactional
+    id) belongs to, worked out once per id: the same ids come back with every
+    request (a commit, a heartbeat, a transaction's every step).  At most
+    ``remembered`` ids are kept; past that the memory starts again."""
+
+    __slots__ = ("partitions", "remembered", "_known")
+
+    def __init__(self, partitions: int, remembered: int = 100_000):
+        self.partitions = partitions
+        self.remembered = remembered
+        self._known: dict[str, int] = {}
+
+    def __call__(self, key: str) -> int:
+        partition = self._known.get(key)
+        if partition is None:
+            if len(self._known) >= self.remembered:
+                self._known.clear()
+            partition = self._known[key] = coordinator_partition(key, self.partitions)
+        return partition

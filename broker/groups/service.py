@@ -17,7 +17,7 @@ from kcoord.broker.groups.common import CoordinatorConfig, JoinRequest
 from kcoord.broker.groups.coordinator import GroupCoordinator
 from kcoord.broker.groups.group import Group
 from kcoord.broker.groups.loader import load_partition
-from kcoord.broker.groups.placement import coordinator_partition
+from kcoord.broker.groups.placement import Placement
 from kcoord.broker.runtime.outcome import Outcome
 from kcoord.broker.runtime.runtime import ADAPTIVE_LINGER, CoordinatorRuntime
 from kcoord.protocol.errors import ErrorCode
@@ -35,7 +35,7 @@ class GroupService:
         self.runtime = CoordinatorRuntime(
             broker, name="groups", topic=OFFSETS_TOPIC, partitions=self.config.partitions,
             new_shard=self._new_shard, load=load_partition, clock=clock, linger_ms=linger_ms)
-        self._placement: dict[str, int] = {}  # group id -> partition, computed once
+        self._placement = Placement(self.config.partitions, PLACEMENT_CACHE)
 
     def _new_shard(self, partition: int, timers, now: int, refusal) -> GroupCoordinator:
         extra = {"new_uuid": self._new_uuid} if self._new_uuid is not None else {}
@@ -54,13 +54,7 @@ class GroupService:
         return self.runtime.now()
 
     def partition_for(self, group_id: str) -> int:
-        partition = self._placement.get(group_id)
-        if partition is None:
-            if len(self._placement) >= PLACEMENT_CACHE:
-                self._placement.clear()
-            partition = self._placement[group_id] = coordinator_partition(
-                group_id, self.config.partitions)
-        return partition
+        return self._placement(group_id)
 
     def group(self, group_id: str) -> Group | None:
         """The group as its shard holds it (None if unknown or not served)."""

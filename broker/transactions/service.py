@@ -17,7 +17,7 @@ import structlog
 
 from kcoord.broker.groups.coordinator import GroupCoordinator
 from kcoord.broker.groups.loader import plain_records
-from kcoord.broker.groups.placement import coordinator_partition
+from kcoord.broker.groups.placement import Placement
 from kcoord.broker.runtime.runtime import ADAPTIVE_LINGER, CoordinatorRuntime
 from kcoord.broker.topics.data import LEADER_EPOCH
 from kcoord.broker.transactions.coordinator import (
@@ -47,6 +47,7 @@ class TransactionService:
             broker, name="transactions", topic=TRANSACTION_STATE_TOPIC,
             partitions=self.config.partitions, new_shard=self._new_shard, load=load_partition,
             clock=clock, linger_ms=linger_ms, on_effects=self._effects)
+        self._placement = Placement(self.config.partitions)
         self._tasks: set[asyncio.Task] = set()
 
     def _new_shard(self, partition: int, timers, now: int, refusal) -> TransactionShard:
@@ -54,7 +55,7 @@ class TransactionService:
                                 refusal=refusal)
 
     def partition_for(self, transactional_id: str) -> int:
-        return coordinator_partition(transactional_id, self.config.partitions)
+        return self._placement(transactional_id)
 
     def shard_for(self, transactional_id: str) -> TransactionShard:
         return self.runtime.shard(self.partition_for(transactional_id))

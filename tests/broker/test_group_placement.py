@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kcoord.broker.groups.placement import coordinator_partition, java_string_hashcode
+from kcoord.broker.groups.placement import Placement, coordinator_partition, java_string_hashcode
 
 VECTORS = [
     ("", 0, 0),
@@ -32,3 +32,17 @@ def test_the_partition_kafka_picks(group, hashcode, partition):
 
 def test_the_topic_s_actual_partition_count_counts():
     assert coordinator_partition("my-group", 7) == 1906497762 % 7
+
+
+def test_the_remembered_placement_answers_as_kafka_picks_even_past_its_bound():
+    """The coordinators remember each id's partition; what they remember is
+    bounded, and an id asked for again after the memory started over (or
+    another partition count) is placed as Kafka places it."""
+    place = Placement(50, remembered=3)
+    for _round in range(3):
+        for group, _hashcode, partition in VECTORS:
+            assert place(group) == partition
+    assert len(place._known) <= 3
+    assert [Placement(7)(group) for group, _h, _p in VECTORS] == \
+        [coordinator_partition(group, 7) for group, _h, _p in VECTORS]
+
