@@ -114,6 +114,7 @@ async def alter_configs(ctx, request, incremental: bool) -> dict:
         try:
             if named[(res.resource_type, res.resource_name)] > 1:
                 raise _Refused(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            _check_shape(res, incremental)
             refusal = config_refusal(ctx, ALTER_CONFIGS, res.resource_type, res.resource_name)
             if refusal is not None:  # Kafka words a topic's or group's, not a broker's
                 raise _Refused(refusal, None if refusal == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
@@ -142,12 +143,10 @@ async def alter_configs(ctx, request, incremental: bool) -> dict:
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-def _changes(broker, res, incremental: bool) -> dict[str, str]:
-    """The resource's new dynamic configs, or ``_Refused`` with Kafka's words, in
-    the order ConfigAdminManager checks: duplicate keys, null values (every name
-    at once), then what the resource type checks (a broker's or node's id before
-    its operations); an unknown operation on a topic or group fails as Kafka's
-    controller fails it (UNKNOWN_SERVER_ERROR, no message)."""
+def _check_shape(res, incremental: bool) -> None:
+    """What Kafka refuses before it asks whether the change is allowed
+    (ConfigAdminManager's preprocessing), ``_Refused`` with its words:
+    duplicate keys, null values (every name at once), an unknown resource type."""
     names = Counter(c.name for c in res.configs)
     if any(n > 1 for n in names.values()):
         raise _Refused(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
@@ -159,6 +158,15 @@ def _changes(broker, res, incremental: bool) -> dict[str, str]:
     if res.resource_type not in (TOPIC, BROKER, BROKER_LOGGER, GROUP) or \
             (res.resource_type == BROKER_LOGGER and not incremental):
         raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown resource type {res.resource_type}")
+
+
+def _changes(broker, res, incremental: bool) -> dict[str, str]:
+    """The resource's new dynamic configs, or ``_Refused`` with Kafka's words, in
+    the order Kafka checks: the request's shape (``_check_shape``; then, in
+    ``alter_configs``, the authorization), then what the resource type checks (a
+    broker's or node's id before its operations); an unknown operation on a
+    topic or group fails as Kafka's controller fails it (UNKNOWN_SERVER_ERROR,
+    no message)."""
     if res.resource_type == BROKER_LOGGER:
         _check_node_id(broker, res.resource_name,
                        lambda node: f"Unexpected node id. Expected {broker.node_id}, "

@@ -938,6 +938,48 @@ def test_incremental_alter_configs_without_alter_configs(pair, version, validate
         for t, n in CONFIG_RESOURCES], "validate_only": validate_only})))
 
 
+# What Kafka checks before the authorization of a config change (ConfigAdminManager's
+# preprocessing on the broker, then the controller's checks): duplicate keys and
+# null values of every resource type; a broker's id and operations; an unknown
+# resource type.
+REFUSED_FIRST = {
+    "duplicate keys": lambda t: [{"name": ALTERED[t], "config_operation": 0, "value": VALUES[t]},
+                                 {"name": ALTERED[t], "config_operation": 0, "value": VALUES[t]}],
+    "null values": lambda t: [{"name": ALTERED[t], "config_operation": 0, "value": None},
+                              {"name": "other.name", "config_operation": 0, "value": None}],
+    "an unknown operation": lambda t: [{"name": ALTERED[t], "config_operation": 7,
+                                        "value": VALUES[t]}],
+}
+
+
+@pytest.mark.parametrize("case", REFUSED_FIRST)
+def test_incremental_config_changes_refused_before_their_authorization(pair, case):
+    resources = [(t, n) for t, n in CONFIG_RESOURCES] + [(BROKER, "2"), (BROKER_LOGGER, "2")]
+    pair.same("alice", _ask((44, 1, {"resources": [
+        {"resource_type": t, "resource_name": n, "configs": REFUSED_FIRST[case](t)}
+        for t, n in resources], "validate_only": False})))
+
+
+@pytest.mark.parametrize("case", ["duplicate keys", "null values"])
+def test_config_changes_refused_before_their_authorization(pair, case):
+    pair.same("alice", _ask((33, 2, {"resources": [
+        {"resource_type": t, "resource_name": n,
+         "configs": [{"name": c["name"], "value": c["value"]} for c in REFUSED_FIRST[case](t)]}
+        for t, n in CONFIG_RESOURCES + [(BROKER, "2")] if t != BROKER_LOGGER],
+        "validate_only": False})))
+
+
+def test_config_changes_of_an_unknown_resource_type_refused_before_their_authorization(pair):
+    for api, version in ((44, 1), (33, 2)):
+        config = {"name": "retention.ms", "value": "1"}
+        if api == 44:
+            config["config_operation"] = 0
+        pair.same("alice", _ask((api, version, {"resources": [
+            {"resource_type": 99, "resource_name": "x", "configs": [config]},
+            {"resource_type": 3 if api == 44 else 99, "resource_name": "y",
+             "configs": [config]}], "validate_only": False})))
+
+
 # -- Metadata and DescribeCluster ----------------------------------------------------------------
 
 def _metadata(version: int, topics, auto_create: bool = False, topic_ops: bool = False,
