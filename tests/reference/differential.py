@@ -280,10 +280,19 @@ class Differential:
                 assert time.monotonic() < deadline, f"{side.name}: topics not ready: {topics}"
                 time.sleep(0.05)
 
-    def same(self, api_key: int, version: int, body: Body = None) -> dict:
-        """Assert both brokers give the same (normalized) answer; return it."""
+    def same(self, api_key: int, version: int, body: Body = None, *,
+             settle_s: float = 0) -> dict:
+        """Assert both brokers give the same (normalized) answer; return it.
+        ``settle_s``: Kafka's answer may take that long to come to it (a config
+        change reaches its brokers' DescribeConfigs through the metadata log, a
+        little after the change is answered); kcoord's is the one first given."""
         ours, theirs = self.ask(api_key, version, body)
         found = differences(ours, theirs)
+        deadline = time.monotonic() + settle_s
+        while found and time.monotonic() < deadline:
+            time.sleep(0.05)
+            theirs = self._ask(self.kafka, api_key, version, body)
+            found = differences(ours, theirs)
         assert not found, (f"api {api_key} v{version}: kcoord and {self.kafka.name} differ:\n  "
                            + "\n  ".join(found))
         return ours

@@ -43,9 +43,12 @@ def alter(*resources, validate_only=False):
 
 
 def describe(d: Differential, *names: str) -> dict:
+    """DescribeConfigs of the topics on both; Kafka's brokers learn of a change
+    through the metadata log, a little after it is answered (kcoord's answer is
+    the one right after its change)."""
     return d.same(32, 4, {"resources": [
         {"resource_type": 2, "resource_name": n, "configuration_keys": KEYS} for n in names],
-        "include_synonyms": True, "include_documentation": False})
+        "include_synonyms": True, "include_documentation": False}, settle_s=10)
 
 
 def _values(described: dict) -> dict:
