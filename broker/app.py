@@ -82,6 +82,10 @@ class Broker:
         self._passes: set[asyncio.Future] = set()
         self.connections: set[KafkaConnection] = set()
         self.bad_input = WarningLimiter()  # rate-limited warnings about bad requests
+        # Work that follows answers already given (a transaction's end markers
+        # after its EndTxn answer): run at the loop's next turn, once those
+        # answers are sent, and before any request is served (``run_deferred``).
+        self.deferred: list = []
         self.large_requests = asyncio.Semaphore(1)  # large requests decoded one at a time
         # One per listener (``listeners``), in order; the first one's address is
         # ``host``/``port`` and what it advertises ``advertised_host/port``.
@@ -100,6 +104,28 @@ class Broker:
         self.last_activity = time.monotonic()
         self.collections: FullCollections | None = None
         self._switch_interval: float | None = None  # the interpreter's, while ours is set
+
+    def defer(self, work) -> None:
+        """Run ``work()`` after the answers given in this turn of the loop are
+        sent, or before the next request is served if that comes first, so no
+        request sees the broker without it.  A connection sends an answer
+        given now in the loop's next turn (``_Encoding.answer_or_wait``):
+        the work runs in the turn after that one."""
+        if not self.deferred:
+            (self._loop or asyncio.get_running_loop()).call_soon(self._run_deferred_next)
+        self.deferred.append(work)
+
+    def _run_deferred_next(self) -> None:
+        if self.deferred:
+            (self._loop or asyncio.get_running_loop()).call_soon(self.run_deferred)
+
+    def run_deferred(self) -> None:
+        while self.deferred:
+            work = self.deferred.pop(0)
+            try:
+                work()
+            except Exception:  # a bug: the rest still runs, requests are still served
+                log.exception("broker.deferred_work_failed")
 
     async def start(self) -> None:
         began = time.monotonic()

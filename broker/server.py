@@ -578,6 +578,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _serve(self, reg, api_version: int, correlation_id: int, header, request):
         schema = reg.schema
         self._requests += 1
+        if self.broker.deferred:  # what follows answers already sent comes first
+            self.broker.run_deferred()
         if self._tracing():
             log.debug("request", peer=self.peer, api=schema.name, version=api_version,
                       correlation_id=correlation_id, client_id=header.client_id or "")

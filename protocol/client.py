@@ -62,24 +62,28 @@ class WireClient:
         self.send(api, version, body)
         return self.receive(api, version)
 
-    def send(self, api: Api | int, version: int, body: dict | None = None) -> None:
-        """Send a request whose answer comes later (``receive``): a parked JoinGroup."""
+    def send(self, api: Api | int, version: int, body: dict | None = None) -> int:
+        """Send a request whose answer comes later (``receive``): a parked
+        JoinGroup, or requests sent together; its correlation id."""
         api = ALL_APIS[api] if isinstance(api, int) else api
         self.correlation_id += 1
         self.sock.sendall(frame_request(api, version, self.correlation_id, self.client_id,
                                         body or {}))
+        return self.correlation_id
 
-    def receive(self, api: Api | int, version: int) -> dict:
+    def receive(self, api: Api | int, version: int, correlation_id: int | None = None) -> dict:
+        """The next answer, that of ``correlation_id`` (by default the last request's)."""
         api = ALL_APIS[api] if isinstance(api, int) else api
-        return self.decode_response(api, version, self.recv_frame())
+        return self.decode_response(api, version, self.recv_frame(), correlation_id)
 
-    def decode_response(self, api: Api, version: int, frame: bytes) -> dict:
+    def decode_response(self, api: Api, version: int, frame: bytes,
+                        correlation_id: int | None = None) -> dict:
         header_version = response_header_version(api.key, api.is_flexible(version))
         stream = io.BytesIO(frame)
         header = response_header_codec(header_version).read(stream)
-        if header["correlation_id"] != self.correlation_id:
-            raise AssertionError(f"correlation id {header['correlation_id']} != "
-                                 f"{self.correlation_id}")
+        expected = self.correlation_id if correlation_id is None else correlation_id
+        if header["correlation_id"] != expected:
+            raise AssertionError(f"correlation id {header['correlation_id']} != {expected}")
         return plain(api.codec(version, "response").decode(frame[stream.tell():]))
 
     def send_raw(self, payload: bytes) -> None:

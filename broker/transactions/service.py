@@ -49,6 +49,7 @@ class TransactionService:
             clock=clock, linger_ms=linger_ms, on_effects=self._effects)
         self._placement = Placement(self.config.partitions)
         self._tasks: set[asyncio.Task] = set()
+        self._answered: list[MarkerJob] = []  # markers to write once their answers are sent
 
     def _new_shard(self, partition: int, timers, now: int, refusal) -> TransactionShard:
         return TransactionShard(self.config, now=now, partition=partition, timers=timers,
@@ -119,11 +120,29 @@ class TransactionService:
     # -- the end markers -----------------------------------------------------------------
 
     def _effects(self, partition: int, effects: list) -> None:
-        for job in effects:
-            if isinstance(job, MarkerJob) and not self._write_markers_now(job):
-                task = self.runtime.loop.create_task(self._write_markers(job))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+        """An outcome's marker jobs are taken up once its answers are sent (the
+        EndTxn answer leaves as soon as the Prepare state is durable, as Kafka's
+        coordinator answers before its markers are written) and before the
+        broker serves another request: the producer's next request, or a
+        consumer's, finds the transaction complete, as before."""
+        jobs = [job for job in effects if isinstance(job, MarkerJob)]
+        if jobs:
+            if not self._answered:
+                self._broker.defer(self._write_answered)
+            self._answered.extend(jobs)
+
+    def _write_answered(self) -> None:
+        jobs, self._answered = self._answered, []
+        for job in jobs:
+            try:
+                if self._write_markers_now(job):
+                    continue
+            except Exception:  # a bug: the markers go the slow way, each one checked
+                log.exception("transactions.markers_failed",
+                              transactional_id=job.transactional_id)
+            task = self.runtime.loop.create_task(self._write_markers(job))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     def _write_markers_now(self, job: MarkerJob) -> bool:
         """Write the markers and complete the transaction in this turn of the
@@ -251,6 +270,7 @@ class TransactionService:
         self.runtime.start()
 
     def unload(self) -> None:
+        self._write_answered()  # the markers of transactions already answered
         self.runtime.unload()
 
     async def stop(self) -> None:

@@ -74,6 +74,31 @@ def test_commit_and_abort_as_a_read_committed_consumer_sees_them(wire):
     assert plain["aborted_transactions"] is None
 
 
+def test_requests_sent_right_behind_an_end_find_the_transaction_complete(wire):
+    """The EndTxn answer leaves once the Prepare state is durable, before the
+    markers are written (as on Kafka); yet a request served after that answer,
+    even one sent with it on the same connection, finds the markers written:
+    the last stable offset past the commit marker, and the same end again
+    answered as a retry of a finished one, not CONCURRENT_TRANSACTIONS."""
+    create_topic(wire, "txw-behind", partitions=1)
+    pid, epoch = _begin(wire, "txw-behind")
+    assert T.add_partitions(wire, "txw-behind", pid, epoch, [("txw-behind", 0)]) == {
+        ("txw-behind", 0): E.NONE}
+    assert T.produce(wire, "txw-behind", "txw-behind", 0,
+                     T.txn_batch(pid, epoch, 0, [b"b1", b"b2"]))["error_code"] == E.NONE
+    end = {"transactional_id": "txw-behind", "producer_id": pid, "producer_epoch": epoch,
+           "committed": True}
+    first = wire.send(26, 3, end)
+    listed = wire.send(2, 5, {"replica_id": -1, "isolation_level": 1, "topics": [
+        {"name": "txw-behind", "partitions": [
+            {"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]}]})
+    again = wire.send(26, 3, end)
+    assert wire.receive(26, 3, first)["error_code"] == E.NONE
+    assert wire.receive(2, 5, listed)["topics"][0]["partitions"][0]["offset"] == 3
+    assert wire.receive(26, 3, again)["error_code"] == E.NONE
+    assert _values(T.fetch(wire, "txw-behind", committed=True)) == [b"b1", b"b2"]
+
+
 @pytest.mark.parametrize("version, code, message", [
     (9, E.INVALID_TXN_STATE, "Partition was not added to the transaction"),
     (10, E.INVALID_TXN_STATE, "Partition was not added to the transaction"),
