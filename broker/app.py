@@ -120,10 +120,13 @@ class Broker:
             (self._loop or asyncio.get_running_loop()).call_soon(self.run_deferred)
 
     def run_deferred(self) -> None:
-        while self.deferred:
-            work = self.deferred.pop(0)
+        """Run the work deferred so far; work it defers in turn (a write retried
+        after a failure) waits for the loop's next turns, so a failure that
+        repeats never holds the loop."""
+        work, self.deferred = self.deferred, []
+        for item in work:
             try:
-                work()
+                item()
             except Exception:  # a bug: the rest still runs, requests are still served
                 log.exception("broker.deferred_work_failed")
 

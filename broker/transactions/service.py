@@ -134,15 +134,22 @@ class TransactionService:
     def _write_answered(self) -> None:
         jobs, self._answered = self._answered, []
         for job in jobs:
-            try:
-                if self._write_markers_now(job):
-                    continue
-            except Exception:  # a bug: the markers go the slow way, each one checked
-                log.exception("transactions.markers_failed",
-                              transactional_id=job.transactional_id)
-            task = self.runtime.loop.create_task(self._write_markers(job))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._write_answered_job(job)
+        # The Complete states written now, not at the linger's end: a
+        # DescribeTransactions served next shows them (as before the answer
+        # went first).
+        for partition in {job.partition for job in jobs}:
+            self.runtime.flush(partition)
+
+    def _write_answered_job(self, job: MarkerJob) -> None:
+        try:
+            if self._write_markers_now(job):
+                return
+        except Exception:  # a bug: the markers go the slow way, each one checked
+            log.exception("transactions.markers_failed", transactional_id=job.transactional_id)
+        task = self.runtime.loop.create_task(self._write_markers(job))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _write_markers_now(self, job: MarkerJob) -> bool:
         """Write the markers and complete the transaction in this turn of the

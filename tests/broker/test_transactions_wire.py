@@ -11,7 +11,10 @@ import time
 
 import pytest
 
+from kcoord.protocol.client import WireClient
 from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.headers import frame_request
+from kcoord.protocol.messages import ALL_APIS
 from kcoord.protocol.records import batch_header, decode_batch, iter_entries
 from tests.broker import txn_ops as T
 from tests.broker.wire_ops import create_topic
@@ -74,12 +77,14 @@ def test_commit_and_abort_as_a_read_committed_consumer_sees_them(wire):
     assert plain["aborted_transactions"] is None
 
 
-def test_requests_sent_right_behind_an_end_find_the_transaction_complete(wire):
+def test_requests_sent_right_behind_an_end_find_the_transaction_complete(wire, broker):
     """The EndTxn answer leaves once the Prepare state is durable, before the
     markers are written (as on Kafka); yet a request served after that answer,
-    even one sent with it on the same connection, finds the markers written:
-    the last stable offset past the commit marker, and the same end again
-    answered as a retry of a finished one, not CONCURRENT_TRANSACTIONS."""
+    even one sent in the same write on the same connection, finds the
+    transaction complete: the last stable offset past the commit marker, its
+    state CompleteCommit, and the same end again answered as a retry of a
+    finished one, not CONCURRENT_TRANSACTIONS; and so does a request on another
+    connection sent as soon as the answer arrives."""
     create_topic(wire, "txw-behind", partitions=1)
     pid, epoch = _begin(wire, "txw-behind")
     assert T.add_partitions(wire, "txw-behind", pid, epoch, [("txw-behind", 0)]) == {
@@ -88,14 +93,25 @@ def test_requests_sent_right_behind_an_end_find_the_transaction_complete(wire):
                      T.txn_batch(pid, epoch, 0, [b"b1", b"b2"]))["error_code"] == E.NONE
     end = {"transactional_id": "txw-behind", "producer_id": pid, "producer_epoch": epoch,
            "committed": True}
-    first = wire.send(26, 3, end)
-    listed = wire.send(2, 5, {"replica_id": -1, "isolation_level": 1, "topics": [
-        {"name": "txw-behind", "partitions": [
-            {"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]}]})
-    again = wire.send(26, 3, end)
+    described = {"transactional_ids": ["txw-behind"]}
+    requests = [(26, 3, end),
+                (65, 0, described),
+                (2, 5, {"replica_id": -1, "isolation_level": 1, "topics": [
+                    {"name": "txw-behind", "partitions": [
+                        {"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]}]}),
+                (26, 3, end)]
+    first = wire.correlation_id + 1
+    wire.send_raw(b"".join(frame_request(ALL_APIS[api], version, first + i, "behind", body)
+                           for i, (api, version, body) in enumerate(requests)))
+    wire.correlation_id = first + len(requests) - 1
     assert wire.receive(26, 3, first)["error_code"] == E.NONE
-    assert wire.receive(2, 5, listed)["topics"][0]["partitions"][0]["offset"] == 3
-    assert wire.receive(26, 3, again)["error_code"] == E.NONE
+    with WireClient.to(broker.bootstrap) as other:
+        state = other.call(65, 0, described)["transaction_states"][0]["transaction_state"]
+    assert state == "CompleteCommit"
+    assert wire.receive(65, 0, first + 1)["transaction_states"][0]["transaction_state"] == \
+        "CompleteCommit"
+    assert wire.receive(2, 5, first + 2)["topics"][0]["partitions"][0]["offset"] == 3
+    assert wire.receive(26, 3, first + 3)["error_code"] == E.NONE
     assert _values(T.fetch(wire, "txw-behind", committed=True)) == [b"b1", b"b2"]
 
 
