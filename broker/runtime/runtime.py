@@ -478,31 +478,23 @@ class CoordinatorRuntime:
 
     def unload(self) -> int:
         """The broker stops: every shard answers its parked requests (Kafka answers
-        them NOT_COORDINATOR, so their clients look elsewhere), and no timer fires
-        from now on: clients can no longer reach the broker, so no session may
-        expire and no transaction time out for want of them while it stops
-        (Kafka's unload closes the shards and cancels their timers); how many
-        requests were answered."""
+        them NOT_COORDINATOR, so their clients look elsewhere); how many."""
         answered = 0
         for partition, shard in self.active():
             outcome = shard.unload()
             answered += len(outcome.answers)
             self.run(partition, outcome)
-        self._stop_timers()
         return answered
-
-    def _stop_timers(self) -> None:
-        self._stopped = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
 
     async def stop(self) -> None:
         """Append the open batches, wait for the writes in flight, and fire no
         timer from now on."""
         for partition in list(self._open):
             self.flush(partition)
-        self._stop_timers()
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         for task in list(self._tasks):
             if not task.done():
                 try:

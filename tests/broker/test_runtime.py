@@ -392,25 +392,6 @@ async def test_after_stop_no_timer_fires(tmp_path):
     assert runtime.shards[1].fired == [] and runtime.shards[2].fired == []
 
 
-async def test_after_unload_no_timer_fires_while_the_broker_stops(tmp_path):
-    """Once the broker stops taking connections its clients cannot heartbeat: a
-    session must not expire, nor a transaction time out, while the stop waits for
-    the requests in flight (it may take seconds), or the restarted broker would
-    load a group without its members."""
-    runtime = _runtime(FakeBroker(tmp_path), linger_ms=60_000)
-    runtime.shards[1].timers.schedule(("a",), runtime.now() + 20)
-    ticket = runtime.write(1, Shard.put, b"k")  # arms the loop timer
-    assert runtime._timer is not None
-    runtime.unload()
-    assert runtime._timer is None
-    runtime.shards[2].timers.schedule(("b",), runtime.now())  # armed by a request in flight
-    runtime.run(2, Outcome())
-    await asyncio.sleep(0.1)
-    assert runtime.shards[1].fired == [] and runtime.shards[2].fired == []
-    await runtime.stop()
-    assert ticket.result() == (b"k", E.NONE)  # writes still go through
-
-
 async def test_stop_waits_for_the_writes_waiting_on_their_fsync(tmp_path):
     broker = FakeBroker(tmp_path, flush_policy="batch")
     runtime = _runtime(broker)
