@@ -297,6 +297,12 @@ class Broker:
             # Connections accepted just before are set up before the others
             # are closed, so that none is left open.
             await server.wait_closed()
+        # The coordinators resign their partitions, as Kafka's do when a broker
+        # stops: from now on their requests are answered NOT_COORDINATOR and
+        # their timers stop.  Transactions first: the markers of those already
+        # answered go to __consumer_offsets while its coordinator still serves.
+        if self.transactions is not None:
+            self.transactions.unload()
         parked = self.groups.unload() if self.groups is not None else 0
         if parked:
             # as Kafka's unload does: their clients find the coordinator again
@@ -304,8 +310,6 @@ class Broker:
                      error="NOT_COORDINATOR",
                      reason="joins and syncs waiting for their group are answered at "
                             "once instead of holding the stop up to the rebalance timeout")
-        if self.transactions is not None:
-            self.transactions.unload()
         deadline = time.monotonic() + grace
         busy = sum(not c.idle for c in self.connections)
         if busy:

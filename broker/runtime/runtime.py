@@ -14,7 +14,12 @@ The runtime does everything else, on the event loop:
   error in the log) and nothing is ever appended to it.  Requests for a
   partition the runtime does not serve go to a *refusing shard*: an empty
   shard built with the refusal, so that each operation shapes the refusal as
-  its API answers it, after the checks Kafka makes before it.
+  its API answers it, after the checks Kafka makes before it.  When the broker
+  stops, ``unload`` resigns every partition, as Kafka's coordinator does:
+  parked requests are answered NOT_COORDINATOR, what was written before is
+  appended, and from then on the partitions are refused and their timers
+  never fire (a member cannot expire, nor a join phase end, while the broker
+  stops, and nothing more is written).
 * Writes.  The records of a shard's writes are appended to its partition in
   batches: writes issued within the linger go to the log as one v2 batch
   (one append, one fsync under ``kcoord.fsync.policy=batch``), and each
@@ -74,6 +79,7 @@ class PartitionState(enum.Enum):
     LOADING = "loading"
     ACTIVE = "active"
     FAILED = "failed"
+    UNLOADED = "unloaded"  # the broker is stopping: refused, NOT_COORDINATOR
 
 
 class _Batch:
@@ -158,6 +164,9 @@ class CoordinatorRuntime:
         return sorted(p for p, s in self.state.items() if s is PartitionState.FAILED)
 
     def _activate(self, partition: int, loaded: Any = None) -> None:
+        if self._stopped:  # a load that ends after the unload: not served
+            self.state[partition] = PartitionState.UNLOADED
+            return
         now = self.now()
         shard = self._new_shard(partition, ShardTimers(self.deadlines, partition), now, None)
         self.shards[partition] = shard
@@ -478,12 +487,27 @@ class CoordinatorRuntime:
 
     def unload(self) -> int:
         """The broker stops: every shard answers its parked requests (Kafka answers
-        them NOT_COORDINATOR, so their clients look elsewhere); how many."""
+        them NOT_COORDINATOR, so their clients look elsewhere), the writes
+        issued before are appended, and the partitions are resigned, as Kafka's
+        ``CoordinatorRuntime.scheduleUnloadOperation`` resigns them: their
+        requests are refused NOT_COORDINATOR and their timers never fire again;
+        how many parked requests were answered."""
         answered = 0
         for partition, shard in self.active():
             outcome = shard.unload()
             answered += len(outcome.answers)
             self.run(partition, outcome)
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = self._timer_at = None
+        for partition in list(self.shards):
+            del self.shards[partition]
+            self.state[partition] = PartitionState.UNLOADED
+        # Appended now; what their continuations would write next is refused
+        # (``_append`` writes to active partitions only).
+        for partition in list(self._open):
+            self.flush(partition)
         return answered
 
     async def stop(self) -> None:

@@ -311,3 +311,74 @@ def test_a_stop_answers_parked_joins_at_once_and_says_so():
     # answered by the stop, not by the end of the delay (which would join it)
     assert answers[0]["error_code"] == E.NOT_COORDINATOR
     _one(captured, "broker.stop_answered_parked", requests=1, error="NOT_COORDINATOR")
+
+
+def test_a_stopping_broker_answers_group_requests_not_coordinator_at_once():
+    """While a stop waits for a request in progress (a long-poll fetch), the group
+    coordinator has resigned, as Kafka's does when a broker stops: on
+    connections still open, a member's heartbeat and commit and a new member's
+    join are answered NOT_COORDINATOR at once (the join no longer parks in a
+    rebalance the stop would wait for), so their clients look for the
+    coordinator again."""
+    import threading
+    import time
+
+    from kcoord.broker.embedded import EmbeddedBroker
+    from kcoord.protocol.client import WireClient
+
+    join = {"group_id": "g", "session_timeout_ms": 30_000, "rebalance_timeout_ms": 60_000,
+            "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}]}
+    with captured_logs(logging.INFO) as captured:
+        broker = EmbeddedBroker().start()
+        clients = [WireClient.to(broker.bootstrap, timeout=30) for _ in range(3)]
+        member, newcomer, poller = clients
+        stopping = threading.Thread(target=broker.stop)
+        try:
+            poller.call(19, 5, {"topics": [{"name": "quiet", "num_partitions": 1,
+                                            "replication_factor": 1, "assignments": [],
+                                            "configs": []}],
+                                "timeout_ms": 5000, "validate_only": False})
+            member_id = member.call(11, 5, {**join, "member_id": ""})["member_id"]
+            joined = member.call(11, 5, {**join, "member_id": member_id})
+            assert joined["error_code"] == E.NONE and joined["generation_id"] == 1
+            synced = member.call(14, 3, {"group_id": "g", "generation_id": 1,
+                                         "member_id": member_id, "group_instance_id": None,
+                                         "assignments": [{"member_id": member_id,
+                                                          "assignment": b""}]})
+            assert synced["error_code"] == E.NONE
+            poller.send(1, 12, {
+                "replica_id": -1, "max_wait_ms": 4000, "min_bytes": 1, "max_bytes": 1 << 20,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
+                    {"topic": "quiet", "partitions": [
+                        {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                         "last_fetched_epoch": -1, "log_start_offset": -1,
+                         "partition_max_bytes": 1 << 20}]}],
+                "forgotten_topics_data": [], "rack_id": ""})
+            time.sleep(0.2)  # the fetch is parked
+            stopping.start()
+            deadline = time.monotonic() + 10
+            while not any(e["event"] == "broker.stop_waiting" for e in captured):
+                assert time.monotonic() < deadline, "the stop never waited for the fetch"
+                time.sleep(0.01)
+            began = time.monotonic()
+            heartbeat = member.call(12, 3, {"group_id": "g", "generation_id": 1,
+                                            "member_id": member_id, "group_instance_id": None})
+            commit = member.call(8, 7, {
+                "group_id": "g", "generation_id_or_member_epoch": 1, "member_id": member_id,
+                "group_instance_id": None, "topics": [
+                    {"name": "quiet", "partitions": [
+                        {"partition_index": 0, "committed_offset": 1,
+                         "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+            joining = newcomer.call(11, 5, {**join, "member_id": ""})
+            answered_s = time.monotonic() - began
+        finally:
+            if stopping.ident is None:  # failed before the stop began
+                stopping.start()
+            stopping.join(30)
+            for client in clients:
+                client.close()
+    assert heartbeat["error_code"] == E.NOT_COORDINATOR
+    assert commit["topics"][0]["partitions"][0]["error_code"] == E.NOT_COORDINATOR
+    assert joining["error_code"] == E.NOT_COORDINATOR
+    assert answered_s < 2  # not held until the fetch's 4 s wait ends

@@ -419,6 +419,33 @@ async def test_stop_appends_the_open_batch_before_it_returns(tmp_path):
     assert ticket.result() == (b"k", E.NONE)
 
 
+async def test_unload_resigns_every_partition_after_appending_what_was_written(tmp_path):
+    """The broker stops, and the runtime resigns its partitions as Kafka's does:
+    what was written before is appended and answered, what its continuations
+    would write next is refused, later requests are answered NOT_COORDINATOR,
+    no timer fires (no member expires while the broker stops), and a load that
+    ends afterwards is not served."""
+    broker = FakeBroker(tmp_path)
+    runtime = _runtime(broker, linger_ms=60_000)
+    runtime.shards[1].timers.schedule(("a",), runtime.now() + 20)
+    before = runtime.write(1, Shard.put, b"before")  # in the open batch
+    chained = runtime.write(2, Shard.put_twice, b"chain")  # its continuation writes again
+    unloaded = runtime.shards[1]
+    assert runtime.unload() == 0
+    assert before.result() == (b"before", E.NONE)
+    assert chained.result() == (b"chain", E.NOT_LEADER_OR_FOLLOWER)
+    assert len(broker.batches(1)) == len(broker.batches(2)) == 1
+    assert runtime.write(1, Shard.put, b"after").result() == E.NOT_COORDINATOR
+    assert runtime.state[1] is PartitionState.UNLOADED and runtime.active() == []
+    runtime.state[0] = PartitionState.LOADING
+    runtime._activate(0)  # its replay ends after the unload
+    assert runtime.state[0] is PartitionState.UNLOADED and 0 not in runtime.shards
+    await asyncio.sleep(0.1)
+    assert unloaded.fired == [] and runtime._timer is None
+    assert len(broker.batches(1)) == len(broker.batches(2)) == 1  # nothing written since
+    await runtime.stop()
+
+
 # -- refusals and timers --------------------------------------------------------------------
 
 
