@@ -19,7 +19,7 @@ from kcoord.broker.groups.group import Group
 from kcoord.broker.groups.loader import load_partition
 from kcoord.broker.groups.placement import Placement
 from kcoord.broker.runtime.outcome import Outcome
-from kcoord.broker.runtime.runtime import ADAPTIVE_LINGER, CoordinatorRuntime
+from kcoord.broker.runtime.runtime import ADAPTIVE_LINGER, CoordinatorRuntime, PartitionState
 from kcoord.protocol.errors import ErrorCode
 from kcoord.storage.layout import OFFSETS_TOPIC
 
@@ -105,8 +105,13 @@ class GroupService:
 
     async def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int,
                                    commit: bool, coordinator_epoch: int) -> ErrorCode:
-        """A transaction's end marker on one ``__consumer_offsets`` partition."""
+        """A transaction's end marker on one ``__consumer_offsets`` partition; while
+        the broker stops, after the coordinator has resigned it, the marker is
+        still appended (the next load replays it)."""
         await self._producers_loaded(partition)
+        if self.runtime.state.get(partition) is PartitionState.UNLOADED:
+            return await self.runtime.append_marker(partition, producer_id, producer_epoch,
+                                                    commit, coordinator_epoch)
         return await self.runtime.write(partition, GroupCoordinator.complete_txn, producer_id,
                                         producer_epoch, commit, coordinator_epoch)
 

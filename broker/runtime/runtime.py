@@ -446,6 +446,8 @@ class CoordinatorRuntime:
         totals: collections.Counter = collections.Counter()
         try:
             for partition in partitions:
+                if self._stopped:  # the broker stops: the rest is not loaded
+                    break
                 plog = self.broker.logs.get(self.topic, partition)
                 try:
                     loaded = await self.loop.run_in_executor(None, self._load, plog)
@@ -473,7 +475,8 @@ class CoordinatorRuntime:
         coordinator loader fails it): its newest records may lie past the
         damage, so serving the rest would answer from older state, and writes
         acknowledged after the damage would be cut by the next recovery."""
-        self.state[partition] = PartitionState.FAILED
+        if not self._stopped:
+            self.state[partition] = PartitionState.FAILED
         self.shards.pop(partition, None)  # one that could not take over: its timers lapse
         if isinstance(exc, CorruptLogError):
             self.log.error(f"{self.name}.load_failed", partition=partition, offset=exc.offset,
@@ -491,7 +494,8 @@ class CoordinatorRuntime:
         issued before are appended, and the partitions are resigned, as Kafka's
         ``CoordinatorRuntime.scheduleUnloadOperation`` resigns them: their
         requests are refused NOT_COORDINATOR and their timers never fire again;
-        how many parked requests were answered."""
+        a partition still loading is not served either.  How many parked
+        requests were answered."""
         answered = 0
         for partition, shard in self.active():
             outcome = shard.unload()
@@ -503,18 +507,37 @@ class CoordinatorRuntime:
             self._timer = self._timer_at = None
         for partition in list(self.shards):
             del self.shards[partition]
-            self.state[partition] = PartitionState.UNLOADED
+        for partition, state in self.state.items():
+            if state is not PartitionState.FAILED:
+                self.state[partition] = PartitionState.UNLOADED
         # Appended now; what their continuations would write next is refused
         # (``_append`` writes to active partitions only).
+        self.flush_all()
+        return answered
+
+    def flush_all(self) -> None:
+        """Append every open batch now."""
         for partition in list(self._open):
             self.flush(partition)
-        return answered
+
+    def append_marker(self, partition: int, producer_id: int, producer_epoch: int,
+                      commit: bool, coordinator_epoch: int) -> asyncio.Future:
+        """A transaction's end marker for a partition this runtime has resigned
+        (the broker stops): appended all the same, since a marker is an append
+        to the log, which Kafka writes without its coordinator; the next load
+        replays it.  The ticket holds the append's error code."""
+        ticket = self.loop.create_future()
+        batch = _Batch()
+        batch.writes.append(Write([], lambda error, now: Outcome().answer(ticket, error),
+                                  marker=(producer_id, producer_epoch, commit,
+                                          coordinator_epoch)))
+        self._append_batch(partition, batch)
+        return ticket
 
     async def stop(self) -> None:
         """Append the open batches, wait for the writes in flight, and fire no
         timer from now on."""
-        for partition in list(self._open):
-            self.flush(partition)
+        self.flush_all()
         self._stopped = True
         if self._timer is not None:
             self._timer.cancel()

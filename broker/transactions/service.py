@@ -277,7 +277,12 @@ class TransactionService:
         self.runtime.start()
 
     def unload(self) -> None:
-        self._write_answered()  # the markers of transactions already answered
+        # The Prepare states still in an open batch are appended (their EndTxn
+        # answered), then the markers of every transaction answered are
+        # written while the group coordinator still serves __consumer_offsets,
+        # and their Complete states appended by the unload.
+        self.runtime.flush_all()
+        self._write_answered()
         self.runtime.unload()
 
     async def stop(self) -> None:

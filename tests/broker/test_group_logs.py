@@ -355,7 +355,10 @@ def test_a_stopping_broker_answers_group_requests_not_coordinator_at_once():
                          "last_fetched_epoch": -1, "log_start_offset": -1,
                          "partition_max_bytes": 1 << 20}]}],
                 "forgotten_topics_data": [], "rack_id": ""})
-            time.sleep(0.2)  # the fetch is parked
+            deadline = time.monotonic() + 10
+            while all(c.idle for c in list(broker.broker.connections)):
+                assert time.monotonic() < deadline, "the fetch never arrived"
+                time.sleep(0.01)
             stopping.start()
             deadline = time.monotonic() + 10
             while not any(e["event"] == "broker.stop_waiting" for e in captured):

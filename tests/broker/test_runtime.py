@@ -431,18 +431,28 @@ async def test_unload_resigns_every_partition_after_appending_what_was_written(t
     before = runtime.write(1, Shard.put, b"before")  # in the open batch
     chained = runtime.write(2, Shard.put_twice, b"chain")  # its continuation writes again
     unloaded = runtime.shards[1]
+    runtime.state[0] = PartitionState.LOADING
+    del runtime.shards[0]
+    assert runtime._timer is not None
     assert runtime.unload() == 0
+    assert runtime._timer is None  # cancelled, not left to fire
     assert before.result() == (b"before", E.NONE)
     assert chained.result() == (b"chain", E.NOT_LEADER_OR_FOLLOWER)
     assert len(broker.batches(1)) == len(broker.batches(2)) == 1
     assert runtime.write(1, Shard.put, b"after").result() == E.NOT_COORDINATOR
     assert runtime.state[1] is PartitionState.UNLOADED and runtime.active() == []
-    runtime.state[0] = PartitionState.LOADING
-    runtime._activate(0)  # its replay ends after the unload
+    # one still loading is refused as not served, and stays so once loaded
+    assert runtime.write(0, Shard.put, b"k").result() == E.NOT_COORDINATOR
+    runtime._activate(0)
     assert runtime.state[0] is PartitionState.UNLOADED and 0 not in runtime.shards
     await asyncio.sleep(0.1)
     assert unloaded.fired == [] and runtime._timer is None
     assert len(broker.batches(1)) == len(broker.batches(2)) == 1  # nothing written since
+    # A transaction's marker is still appended: a marker is an append to the
+    # log, which Kafka writes without the coordinator.
+    assert await runtime.append_marker(1, 5, 0, True, 0) == E.NONE
+    marker = batch_header(broker.batches(1)[-1], 0)
+    assert marker.is_control and marker.producer_id == 5
     await runtime.stop()
 
 

@@ -516,3 +516,39 @@ def test_a_marker_naming_many_partitions_is_answered_for_each_and_others_are_ser
     assert list(answer) == [("txw-no-such-many", p) for p in range(20_000)]
     assert set(answer.values()) == {E.UNKNOWN_TOPIC_OR_PARTITION}
     assert len(served) == 20_000 // k027.PARTITIONS_PER_TURN
+
+
+def test_a_marker_reaching_a_resigned_group_coordinator_still_commits_the_offsets(
+        make_broker, tmp_path):
+    """A transaction answered just before a stop can get its __consumer_offsets
+    marker after the group coordinator has resigned that partition: the marker
+    is appended all the same (Kafka writes markers to the log, not through the
+    coordinator), so after the restart the offsets committed in it count."""
+    data = tmp_path / "stopping"
+    node = make_broker(data)
+    group = "txw-stop-group"
+    with WireClient.to(node.bootstrap) as wire:
+        create_topic(wire, "txw-stop")
+        pid, epoch = _begin(wire, "txw-stop")
+        assert wire.call(25, 3, {"transactional_id": "txw-stop", "producer_id": pid,
+                                 "producer_epoch": epoch, "group_id": group})["error_code"] == 0
+        answer = wire.call(28, 3, {
+            "transactional_id": "txw-stop", "group_id": group, "producer_id": pid,
+            "producer_epoch": epoch, "topics": [{"name": "txw-stop", "partitions": [
+                {"partition_index": 0, "committed_offset": 7, "committed_metadata": ""}]}]})
+        assert answer["topics"][0]["partitions"][0]["error_code"] == E.NONE
+    groups = node.broker.groups
+    partition = groups.partition_for(group)
+    node.call(groups.unload)  # the broker stops
+    assert node.call(groups.complete_transaction, partition, pid, epoch, True, 0) == E.NONE
+    node.stop()
+    node = make_broker(data)
+    with WireClient.to(node.bootstrap) as wire:
+        for _ in range(250):  # bounded: 5 s for the partitions to load
+            answer = wire.call(9, 7, {"group_id": group, "require_stable": True, "topics": [
+                {"name": "txw-stop", "partition_indexes": [0]}]})
+            if answer["error_code"] != E.COORDINATOR_LOAD_IN_PROGRESS:
+                break
+            time.sleep(0.02)
+        part = answer["topics"][0]["partitions"][0]
+        assert (part["error_code"], part["committed_offset"]) == (E.NONE, 7)
