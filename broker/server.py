@@ -10,7 +10,10 @@ thread and copied out as ``bytes``.  Like Kafka, a connection is served
 one request at a time and answered strictly in request order (Kafka mutes a
 channel until its response is sent); pipelined frames wait in a queue.  Requests
 whose handler completes synchronously are answered in the same pass, and the
-answers of one pass go out in a single ``transport.write``.
+answers of one pass go out in a single ``transport.write``; an ``async``
+handler is run at once until it first waits, so one that never waits (a
+produce appended at once) is answered in the pass too, and one that waits is
+driven on by a task.
 
 A pass over a connection's queue stops after ``PASS_BUDGET_S`` of work and
 continues in a later turn of the event loop, after every other connection's
@@ -36,6 +39,7 @@ import socket
 import struct
 import threading
 import time
+import types
 from typing import TYPE_CHECKING
 
 import structlog
@@ -594,7 +598,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
             result = reg.handler(ctx, request)
             if type(result) is Later:  # a coordinator's answer to come (a commit, a join)
                 return _Encoding(self, result, schema, api_version, correlation_id, flexible)
-            if type(result) is dict or not inspect.isawaitable(result):
+            if type(result) is types.CoroutineType:
+                # An async handler runs now, until it first waits: most never do
+                # (a produce appended at once, a fetch with data), and their
+                # answers then go out with the others of this pass, in one write,
+                # instead of a task and a turn of the loop each.
+                try:
+                    awaited = result.send(None)
+                except StopIteration as done:
+                    return self._encode(schema, api_version, correlation_id, flexible,
+                                        done.value)
+                result = _resumed(result, awaited)
+            elif type(result) is dict or not inspect.isawaitable(result):
                 return self._encode(schema, api_version, correlation_id, flexible, result)
         except CloseConnection:
             raise
@@ -759,6 +774,26 @@ class _Encoding:
     def __await__(self):
         return self.connection._encode_later(self.later, self.schema, self.api_version,
                                              self.correlation_id, self.flexible).__await__()
+
+
+@types.coroutine
+def _resumed(coro, awaited):
+    """The rest of ``coro``, which was run until it yielded ``awaited`` (what a
+    task's first step would have done): awaited in a task, it hands that to the
+    task and then drives ``coro`` on, passing in what the task sends or throws."""
+    while True:
+        try:
+            value = yield awaited
+        except BaseException as exc:  # the task cancelled, or the awaited failed
+            try:
+                awaited = coro.throw(exc)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                awaited = coro.send(value)
+            except StopIteration as done:
+                return done.value
 
 
 def _decode_large(reg, api_version: int, frame: bytes):

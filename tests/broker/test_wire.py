@@ -421,6 +421,7 @@ class _Transport:
 
     def write(self, data):
         self.written += data
+        self.writes = getattr(self, "writes", 0) + 1
 
     def get_extra_info(self, name, default=None):
         return ("127.0.0.1", 4242) if name == "peername" else default
@@ -562,17 +563,31 @@ def test_reading_pauses_while_megabytes_of_frames_wait(broker):
     from kcoord.broker import server
     from kcoord.protocol.messages.produce import PRODUCE
 
+    from kcoord.protocol.headers import frame_request
+    from kcoord.protocol.messages.fetch import FETCH
+
     topic = f"pause-{uuid.uuid4().hex[:8]}"
     broker.call(broker.broker.topics.create, topic, 1, {})
+    # A long-poll fetch first: the produce requests behind it wait for its answer.
+    waiting = frame_request(FETCH, 12, 99, "tests", {
+        "replica_id": -1, "max_wait_ms": 300, "min_bytes": 1 << 30, "max_bytes": 1 << 20,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
+            {"topic": topic, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                 "last_fetched_epoch": -1, "log_start_offset": -1,
+                 "partition_max_bytes": 1 << 20}]}],
+        "forgotten_topics_data": [], "rack_id": ""})
     frames = [_produce_frame(i, topic, 900_000) for i in range(12)]
     transports = []
-    answers, closed = _feed(broker, [b"".join(frames)], transports)
+    answers, closed = _feed(broker, [waiting + b"".join(frames)], transports)
     assert not closed
     (transport,) = transports
-    # 11 MB arrived at once: reading paused (beyond 4 MB queued), and resumed.
+    # 11 MB arrived at once behind it: reading paused (beyond 4 MB queued), and
+    # resumed.
     assert transport.pauses >= 1 and transport.reading
     offsets = []
-    pos = 0
+    (pos,) = struct.unpack_from(">i", answers, 0)
+    pos += 4  # past the fetch's answer
     while pos < len(answers):
         (size,) = struct.unpack_from(">i", answers, pos)
         # Header v1: correlation id, no tags; then the Produce v9 answer.
@@ -587,6 +602,55 @@ def test_reading_pauses_while_megabytes_of_frames_wait(broker):
     _feed(broker, [b"".join(_api_versions_frame(0, i) for i in range(50))], transports)
     assert transports[0].pauses == 0 and server._MAX_QUEUED_BYTES == 4 << 20
 
+
+
+def test_pipelined_produce_requests_are_answered_together_in_one_write(broker, monkeypatch):
+    """Produce requests that arrive together (a producer keeps up to five in
+    flight) are appended at once and their answers leave in one write, in order,
+    not one task, turn of the loop and write each; a long-poll fetch among them
+    still holds back the answers behind it until it is answered."""
+    from kcoord.protocol.headers import frame_request
+    from kcoord.protocol.messages.fetch import FETCH
+    from kcoord.broker import server
+    from kcoord.protocol.messages.produce import PRODUCE
+
+    # One pass serves them all, however slow this machine is just now.
+    monkeypatch.setattr(server, "PASS_BUDGET_S", 60.0)
+    topic = f"together-{uuid.uuid4().hex[:8]}"
+    broker.call(broker.broker.topics.create, topic, 1, {})
+    transports = []
+    answers, closed = _feed(broker, [b"".join(_produce_frame(i, topic, 1000)
+                                               for i in range(5))], transports)
+    assert not closed and transports[0].writes == 1
+
+    def produce_answers(data, pos=0):
+        found = []
+        while pos < len(data):
+            (size,) = struct.unpack_from(">i", data, pos)
+            (correlation_id,) = struct.unpack_from(">i", data, pos + 4)
+            answer = PRODUCE.codec(9, "response").decode(data[pos + 9:pos + 4 + size])
+            (partition,) = answer.responses[0].partition_responses
+            found.append((correlation_id, partition.error_code, partition.base_offset))
+            pos += 4 + size
+        return found
+    assert produce_answers(answers) == [(i, 0, i) for i in range(5)]
+    waiting = frame_request(FETCH, 12, 99, "tests", {
+        "replica_id": -1, "max_wait_ms": 200, "min_bytes": 1 << 30, "max_bytes": 1 << 20,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
+            {"topic": topic, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                 "last_fetched_epoch": -1, "log_start_offset": -1,
+                 "partition_max_bytes": 1 << 20}]}],
+        "forgotten_topics_data": [], "rack_id": ""})
+    transports = []
+    answers, closed = _feed(broker, [_produce_frame(10, topic, 1000) + waiting
+                                     + _produce_frame(11, topic, 1000)], transports)
+    assert not closed
+    (first_size,) = struct.unpack_from(">i", answers, 0)
+    (fetch_size,) = struct.unpack_from(">i", answers, 4 + first_size)
+    assert struct.unpack_from(">i", answers, 8 + first_size)[0] == 99  # the fetch, second
+    assert produce_answers(answers[:4 + first_size]) == [(10, 0, 5)]
+    assert produce_answers(answers, 8 + first_size + fetch_size) == [(11, 0, 6)]
 
 
 def test_produce_requests_up_to_2_mb_are_decoded_on_the_event_loop(broker, monkeypatch):
@@ -636,3 +700,38 @@ def test_frames_beyond_the_preallocation_limit_grow_as_they_arrive(broker, monke
     cuts = sorted(rng.sample(range(1, len(frame)), 8))
     assert _feed(broker, [frame[a:b] for a, b in zip([0] + cuts, cuts + [len(frame)])]) == \
         (whole, False)
+
+
+async def test_a_handler_started_at_once_is_resumed_with_what_it_waited_for():
+    """An async handler runs until it first waits when its request is served; a
+    task then drives the rest: it gets the result or the error of what it
+    waited for, and a cancellation (its connection closed) reaches it."""
+    from kcoord.broker.server import _resumed
+
+    loop = asyncio.get_running_loop()
+    first, second = loop.create_future(), loop.create_future()
+
+    async def handler():
+        value = await first
+        try:
+            await second
+        except ValueError as exc:
+            value += len(str(exc))
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            return ("cancelled", value)
+        return ("not cancelled", value)
+
+    coro = handler()
+    awaited = coro.send(None)
+    assert awaited is first
+    task = asyncio.ensure_future(_resumed(coro, awaited))
+    await asyncio.sleep(0)
+    first.set_result(5)
+    await asyncio.sleep(0)
+    second.set_exception(ValueError("four"))
+    await asyncio.sleep(0.01)
+    assert not task.done()
+    task.cancel()
+    assert await asyncio.wait_for(task, 5) == ("cancelled", 9)
