@@ -74,6 +74,7 @@ TRANSACTION_LOG_KEY = Api(
     key=-1, name="TransactionLogKey", versions="0", flexible=None,
     request=S(F("transactional_id", "string")),
     response=S(),
+    generated=True,  # written on every step of every transaction
 )
 
 TRANSACTION_LOG_VALUE = Api(
@@ -95,6 +96,7 @@ TRANSACTION_LOG_VALUE = Api(
         F("client_transaction_version", "int16", v="1+", tag=2, default=0),
     ),
     response=S(),
+    generated=True,  # written on every step of every transaction
 )
 
 _VERSION = struct.Struct(">h")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kcoord.broker.apis import api
+from kcoord.broker.apis import Later, api
 from kcoord.broker.apis.authz import TOPIC, TRANSACTIONAL_ID, WRITE, allowed, allowed_names
 from kcoord.protocol.errors import ErrorCode
 
@@ -28,6 +28,15 @@ def _results(topics, codes) -> list[dict]:
 
 async def _one(ctx, transactional_id, producer_id, producer_epoch, topics, verify_only,
                version) -> list[dict]:
+    results = _start(ctx, transactional_id, producer_id, producer_epoch, topics, verify_only,
+                     version)
+    return await results if type(results) is Later else results
+
+
+def _start(ctx, transactional_id, producer_id, producer_epoch, topics, verify_only,
+           version) -> list[dict] | Later:
+    """The results for one transaction: at once, or a ``Later`` of them while its
+    coordinator adds the partitions."""
     broker = ctx.broker
     if broker.authorizer is not None:
         if not allowed(ctx, WRITE, TRANSACTIONAL_ID, transactional_id):
@@ -55,22 +64,32 @@ async def _one(ctx, transactional_id, producer_id, producer_epoch, topics, verif
                               [(t.name, p) for t in topics for p in t.partitions])
         return _results(topics, lambda t, p: verdict[(t, p)])
     partitions = [(t.name, p) for t in topics for p in t.partitions]
-    code = await txns.add_partitions(transactional_id, producer_id, producer_epoch, partitions,
-                                     client_tv=2 if version >= 4 else 0)
-    if code == ErrorCode.PRODUCER_FENCED and version < 2:
-        code = ErrorCode.INVALID_PRODUCER_EPOCH
-    return _results(topics, lambda _t, _p: code)
+
+    def shape(code) -> list[dict]:
+        if code == ErrorCode.PRODUCER_FENCED and version < 2:
+            code = ErrorCode.INVALID_PRODUCER_EPOCH
+        return _results(topics, lambda _t, _p: code)
+    return Later(txns.add_partitions(transactional_id, producer_id, producer_epoch, partitions,
+                                     client_tv=2 if version >= 4 else 0), shape)
 
 
 @api(key=24, versions=(0, 5))
-async def add_partitions_to_txn(ctx, request):
+def add_partitions_to_txn(ctx, request):
+    if ctx.api_version >= 4:
+        return _for_brokers(ctx, request)
+    # a producer's: answered with no task once the coordinator has added them
+    results = _start(ctx, request.v3_and_below_transactional_id,
+                     request.v3_and_below_producer_id, request.v3_and_below_producer_epoch,
+                     request.v3_and_below_topics, False, ctx.api_version)
+    if type(results) is Later:
+        shape = results.shape
+        return Later(results.ticket, lambda code: {
+            "throttle_time_ms": 0, "results_by_topic_v3_and_below": shape(code)})
+    return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}
+
+
+async def _for_brokers(ctx, request):
     version = ctx.api_version
-    if version < 4:
-        results = await _one(ctx, request.v3_and_below_transactional_id,
-                             request.v3_and_below_producer_id,
-                             request.v3_and_below_producer_epoch,
-                             request.v3_and_below_topics, False, version)
-        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}
     answers = await asyncio.gather(*(
         _one(ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only,
              version) for t in request.transactions))

@@ -80,17 +80,26 @@ class TransactionService:
                                   producer_id, producer_epoch, list(partitions),
                                   client_tv=client_tv)
 
-    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                      commit: bool, *, tv2: bool = False):
-        """EndTxn: an error code, or with ``tv2`` (v5) ``(error, producer id, epoch)``."""
-        new_pid = NO_PRODUCER_ID
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                commit: bool, *, tv2: bool = False) -> asyncio.Future:
+        """EndTxn's ticket: an error code, or with ``tv2`` (v5) ``(error, producer
+        id, epoch)``."""
         if tv2:
             meta = self.shard_for(transactional_id).ids.get(transactional_id)
             if meta is not None and meta.producer_epoch >= EXHAUSTED_EPOCH:
-                new_pid = await self._broker.producer_ids.allocate()
+                # the epoch is spent: a new producer id first
+                return asyncio.ensure_future(self._end_txn_with_new_id(
+                    transactional_id, producer_id, producer_epoch, commit))
+        return self.runtime.write(self.partition_for(transactional_id), TransactionShard.end_txn,
+                                  transactional_id, producer_id, producer_epoch, commit,
+                                  tv2=tv2, new_pid=NO_PRODUCER_ID)
+
+    async def _end_txn_with_new_id(self, transactional_id: str, producer_id: int,
+                                   producer_epoch: int, commit: bool):
+        new_pid = await self._broker.producer_ids.allocate()
         return await self.runtime.write(self.partition_for(transactional_id),
                                         TransactionShard.end_txn, transactional_id,
-                                        producer_id, producer_epoch, commit, tv2=tv2,
+                                        producer_id, producer_epoch, commit, tv2=True,
                                         new_pid=new_pid)
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kcoord.protocol import group_records, headers
+from kcoord.protocol import group_records, headers, txn_records
 from kcoord.protocol.generated import GeneratedCodec
 from kcoord.protocol.messages import ALL_APIS
 from kcoord.protocol.messages.offset_commit import OFFSET_COMMIT
@@ -30,7 +30,8 @@ from tests.protocol.strategies import all_codec_cases, case_id, message_values
 
 EXTRA = [headers.REQUEST_HEADER, headers.RESPONSE_HEADER, group_records.OFFSET_COMMIT_KEY,
          group_records.OFFSET_COMMIT_VALUE, group_records.GROUP_METADATA_KEY,
-         group_records.GROUP_METADATA_VALUE]
+         group_records.GROUP_METADATA_VALUE, txn_records.TRANSACTION_LOG_KEY,
+         txn_records.TRANSACTION_LOG_VALUE]
 CASES = all_codec_cases() + [
     (api, version, direction)
     for api in EXTRA
@@ -47,7 +48,7 @@ SETTINGS = settings(
 )
 # The messages that use the generated codec get many more examples.
 HOT = [OFFSET_COMMIT, PRODUCE, headers.REQUEST_HEADER, group_records.OFFSET_COMMIT_KEY,
-       group_records.OFFSET_COMMIT_VALUE]
+       group_records.OFFSET_COMMIT_VALUE, txn_records.TRANSACTION_LOG_VALUE]
 HOT_CASES = [(api, version, direction) for api, version, direction in ALL_CASES if api in HOT]
 HOT_SETTINGS = settings(SETTINGS, max_examples=150)
 # Generated too, for the cost per request of every client (ApiVersions and
