@@ -493,6 +493,22 @@ def test_oversize_frame_after_a_good_one_closes_connection_in_any_split(broker, 
     assert answer == (_feed(broker, [good])[0] if 0 < split < 4 else b"")
 
 
+def _waiting_fetch_frame(correlation_id: int, topic: str, max_wait_ms: int) -> bytes:
+    """A Fetch v12 of partition 0 that waits ``max_wait_ms`` (it asks for more
+    bytes than there are)."""
+    from kcoord.protocol.headers import frame_request
+    from kcoord.protocol.messages.fetch import FETCH
+
+    return frame_request(FETCH, 12, correlation_id, "tests", {
+        "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1 << 30,
+        "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": topic, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+             "last_fetched_epoch": -1, "log_start_offset": -1,
+             "partition_max_bytes": 1 << 20}]}],
+        "forgotten_topics_data": [], "rack_id": ""})
+
+
 def _produce_frame(correlation_id: int, topic: str, size: int) -> bytes:
     from kcoord.protocol.headers import frame_request
     from kcoord.protocol.messages.produce import PRODUCE
@@ -563,20 +579,10 @@ def test_reading_pauses_while_megabytes_of_frames_wait(broker):
     from kcoord.broker import server
     from kcoord.protocol.messages.produce import PRODUCE
 
-    from kcoord.protocol.headers import frame_request
-    from kcoord.protocol.messages.fetch import FETCH
-
     topic = f"pause-{uuid.uuid4().hex[:8]}"
     broker.call(broker.broker.topics.create, topic, 1, {})
     # A long-poll fetch first: the produce requests behind it wait for its answer.
-    waiting = frame_request(FETCH, 12, 99, "tests", {
-        "replica_id": -1, "max_wait_ms": 300, "min_bytes": 1 << 30, "max_bytes": 1 << 20,
-        "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
-            {"topic": topic, "partitions": [
-                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
-                 "last_fetched_epoch": -1, "log_start_offset": -1,
-                 "partition_max_bytes": 1 << 20}]}],
-        "forgotten_topics_data": [], "rack_id": ""})
+    waiting = _waiting_fetch_frame(99, topic, 300)
     frames = [_produce_frame(i, topic, 900_000) for i in range(12)]
     transports = []
     answers, closed = _feed(broker, [waiting + b"".join(frames)], transports)
@@ -609,8 +615,6 @@ def test_pipelined_produce_requests_are_answered_together_in_one_write(broker, m
     flight) are appended at once and their answers leave in one write, in order,
     not one task, turn of the loop and write each; a long-poll fetch among them
     still holds back the answers behind it until it is answered."""
-    from kcoord.protocol.headers import frame_request
-    from kcoord.protocol.messages.fetch import FETCH
     from kcoord.broker import server
     from kcoord.protocol.messages.produce import PRODUCE
 
@@ -634,14 +638,7 @@ def test_pipelined_produce_requests_are_answered_together_in_one_write(broker, m
             pos += 4 + size
         return found
     assert produce_answers(answers) == [(i, 0, i) for i in range(5)]
-    waiting = frame_request(FETCH, 12, 99, "tests", {
-        "replica_id": -1, "max_wait_ms": 200, "min_bytes": 1 << 30, "max_bytes": 1 << 20,
-        "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
-            {"topic": topic, "partitions": [
-                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
-                 "last_fetched_epoch": -1, "log_start_offset": -1,
-                 "partition_max_bytes": 1 << 20}]}],
-        "forgotten_topics_data": [], "rack_id": ""})
+    waiting = _waiting_fetch_frame(99, topic, 200)
     transports = []
     answers, closed = _feed(broker, [_produce_frame(10, topic, 1000) + waiting
                                      + _produce_frame(11, topic, 1000)], transports)
