@@ -447,9 +447,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """A ``Later``'s ticket is done: its answer is shaped, encoded and sent, and
         the requests queued behind it are served (``_finish`` without a task)."""
         self._busy = False
-        if self._closed:
-            return
         later = encoding.later
+        if self._closed:
+            if not later.ticket.cancelled():
+                later.ticket.exception()  # retrieved: the client has gone
+            return
         try:
             response = self._encode(encoding.schema, encoding.api_version,
                                     encoding.correlation_id, encoding.flexible,
@@ -613,7 +615,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return self._encode(schema, api_version, correlation_id, flexible, result)
         except CloseConnection:
             raise
-        except Exception:
+        except (Exception, asyncio.CancelledError):  # (what it awaited first was cancelled)
             self._handler_failed(schema, api_version)
         return self._encode_later(result, schema, api_version, correlation_id, flexible)
 
@@ -776,11 +778,22 @@ class _Encoding:
                                              self.correlation_id, self.flexible).__await__()
 
 
-@types.coroutine
 def _resumed(coro, awaited):
     """The rest of ``coro``, which was run until it yielded ``awaited`` (what a
-    task's first step would have done): awaited in a task, it hands that to the
-    task and then drives ``coro`` on, passing in what the task sends or throws."""
+    task's first step would have done), to be awaited in a task: it hands that
+    to the task and then drives ``coro`` on, passing in what the task sends or
+    throws.  Meanwhile ``awaited`` is not marked as being awaited (a task clears
+    that mark when it takes a future), so other requests can await it too."""
+    blocking = getattr(awaited, "_asyncio_future_blocking", None)
+    if blocking:
+        awaited._asyncio_future_blocking = False
+    return _rest(coro, awaited, blocking)
+
+
+@types.coroutine
+def _rest(coro, awaited, blocking):
+    if blocking:
+        awaited._asyncio_future_blocking = True  # marked again for the task to take
     while True:
         try:
             value = yield awaited

@@ -4,7 +4,11 @@ Each module registers its handler with ``@api(key=..., versions=(low, high))``;
 ApiVersions answers from this registry, so nothing is advertised that is not
 served.  A handler takes ``(ctx, request)`` and returns the response body as a
 dict (or an awaitable of one, or a ``Later``), or ``NO_RESPONSE`` for requests
-Kafka does not answer (Produce with acks=0).
+Kafka does not answer (Produce with acks=0).  An ``async`` handler is started
+by its connection, outside any task, and runs there until it first waits: what
+it does before that must not need ``asyncio.current_task()`` (``asyncio.timeout``,
+a ``TaskGroup``) nor set context variables, and a future it waits on that other
+requests wait on too is awaited through ``asyncio.shield``.
 
 ``prepare`` (optional) is a pure function ``(request, version) -> request`` that
 the server runs in a worker thread, right after decoding, for large requests

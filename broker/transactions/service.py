@@ -88,8 +88,11 @@ class TransactionService:
             meta = self.shard_for(transactional_id).ids.get(transactional_id)
             if meta is not None and meta.producer_epoch >= EXHAUSTED_EPOCH:
                 # the epoch is spent: a new producer id first
-                return asyncio.ensure_future(self._end_txn_with_new_id(
+                task = asyncio.ensure_future(self._end_txn_with_new_id(
                     transactional_id, producer_id, producer_epoch, commit))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+                return task
         return self.runtime.write(self.partition_for(transactional_id), TransactionShard.end_txn,
                                   transactional_id, producer_id, producer_epoch, commit,
                                   tv2=tv2, new_pid=NO_PRODUCER_ID)

@@ -720,10 +720,16 @@ async def test_a_handler_started_at_once_is_resumed_with_what_it_waited_for():
             return ("cancelled", value)
         return ("not cancelled", value)
 
+    async def also_waiting():  # another request awaiting the same future meanwhile
+        return await first
+
     coro = handler()
     awaited = coro.send(None)
     assert awaited is first
-    task = asyncio.ensure_future(_resumed(coro, awaited))
+    rest = _resumed(coro, awaited)  # what the connection's task will await
+    other = asyncio.ensure_future(also_waiting())
+    await asyncio.sleep(0)  # it awaits the same future before that task starts
+    task = asyncio.ensure_future(rest)
     await asyncio.sleep(0)
     first.set_result(5)
     await asyncio.sleep(0)
@@ -732,3 +738,4 @@ async def test_a_handler_started_at_once_is_resumed_with_what_it_waited_for():
     assert not task.done()
     task.cancel()
     assert await asyncio.wait_for(task, 5) == ("cancelled", 9)
+    assert await other == 5
