@@ -299,9 +299,11 @@ class Broker:
             await server.wait_closed()
         # The coordinators resign their partitions, as Kafka's do when a broker
         # stops: from now on their requests are answered NOT_COORDINATOR and
-        # their timers stop.  Transactions first: the markers of those already
-        # answered go to __consumer_offsets while its coordinator still serves.
+        # their timers stop.  Transactions first: the transactions already
+        # answered get their markers (__consumer_offsets's while its
+        # coordinator still serves) and their Complete states.
         if self.transactions is not None:
+            await self.transactions.settle(grace)
             self.transactions.unload()
         parked = self.groups.unload() if self.groups is not None else 0
         if parked:

@@ -288,11 +288,28 @@ class TransactionService:
     def start(self) -> None:
         self.runtime.start()
 
+    async def settle(self, timeout: float) -> None:
+        """The broker stops: the transactions already answered, or being ended,
+        get their markers and their Complete states (up to ``timeout``) while
+        this coordinator and the group coordinator still serve, so that a clean
+        stop leaves none to complete at the next start.  The Prepare states
+        still in an open batch are appended first (their EndTxn answered)."""
+        loop = self.runtime.loop
+        deadline = loop.time() + timeout
+        while True:
+            self.runtime.flush_all()
+            self._write_answered()
+            pending = [t for t in self._tasks if not t.done()]
+            pending += self.runtime.writes_in_flight(range(self.runtime.partitions))
+            if not pending or loop.time() >= deadline:
+                return
+            await asyncio.wait(pending, timeout=deadline - loop.time())
+            await asyncio.sleep(0)  # what they deferred (the markers after a Prepare)
+            self._broker.run_deferred()
+
     def unload(self) -> None:
-        # The Prepare states still in an open batch are appended (their EndTxn
-        # answered), then the markers of every transaction answered are
-        # written while the group coordinator still serves __consumer_offsets,
-        # and their Complete states appended by the unload.
+        # What is still open or answered after ``settle`` is written, what
+        # follows it is refused (the next start completes it).
         self.runtime.flush_all()
         self._write_answered()
         self.runtime.unload()

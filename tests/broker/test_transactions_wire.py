@@ -552,3 +552,33 @@ def test_a_marker_reaching_a_resigned_group_coordinator_still_commits_the_offset
             time.sleep(0.02)
         part = answer["topics"][0]["partitions"][0]
         assert (part["error_code"], part["committed_offset"]) == (E.NONE, 7)
+
+
+def test_a_clean_stop_completes_the_transactions_it_answered(make_broker, tmp_path):
+    """EndTxn answered just before a clean stop, with markers that wait for an
+    fsync (kcoord.fsync.policy=batch): the stop writes them and the Complete
+    state before the coordinators resign, so the restarted broker finds the
+    transaction complete and writes no second marker."""
+    data = tmp_path / "clean"
+    overrides = {"kcoord.fsync.policy": "batch"}
+    node = make_broker(data, overrides=overrides)
+    with WireClient.to(node.bootstrap) as wire:
+        create_topic(wire, "txw-clean")
+        pid, epoch = _begin(wire, "txw-clean")
+        assert T.add_partitions(wire, "txw-clean", pid, epoch, [("txw-clean", 0)]) == {
+            ("txw-clean", 0): E.NONE}
+        T.produce(wire, "txw-clean", "txw-clean", 0, T.txn_batch(pid, epoch, 0, [b"a", b"b"]))
+        assert T.end_txn(wire, "txw-clean", pid, epoch, True) == E.NONE
+    node.stop()  # at once: the markers are still being written
+    node = make_broker(data, overrides=overrides)
+    with WireClient.to(node.bootstrap) as wire:
+        for _ in range(250):  # bounded: 5 s for the partitions to load
+            states = wire.call(65, 0, {"transactional_ids": ["txw-clean"]})
+            state = states["transaction_states"][0]
+            if state["error_code"] != E.COORDINATOR_LOAD_IN_PROGRESS:
+                break
+            time.sleep(0.02)
+        assert state["transaction_state"] == "CompleteCommit"
+        # two records and one marker: none written again at the start
+        assert T.latest_offset(wire, "txw-clean", committed=False) == 3
+        assert T.latest_offset(wire, "txw-clean", committed=True) == 3
