@@ -540,7 +540,29 @@ class PartitionLog:
 
     def _replay_producers(self) -> None:
         """Rebuild the producer state from every batch header (under the lock)."""
-        self.producers = producer_load.replay(self.segments)
+        self._adopt_producers(producer_load.replay(self.segments))
+
+    def _adopt_producers(self, state) -> None:
+        """Take a producer state rebuilt from the log (under the lock), and list in
+        each segment's ``.txnindex`` the aborted transactions whose markers the
+        segment holds but its index does not yet: a marker written just before a
+        crash whose entry was not (Kafka's LogSegment.recover rebuilds the index
+        from the markers the same way).  The index grows at its end only, so what
+        it lacks is what follows its last entry; were it left out, the next start
+        from a producer snapshot (which takes its aborted transactions from the
+        indexes) would hand the aborted records to read_committed readers."""
+        for txn in state.aborted:
+            segment = self.segments[self._segment_index_for(txn.last_offset)]
+            index = segment.txn_index
+            if not segment.base_offset <= txn.last_offset < segment.next_offset or \
+                    (index.entries and txn.last_offset <= index.entries[-1][2]):
+                continue
+            try:
+                index.append(txn.producer_id, txn.first_offset, txn.last_offset,
+                             txn.last_stable_offset)
+            except OSError as exc:
+                raise self.io_failed(exc, "producer state load") from exc
+        self.producers = state
         self.producers_loaded = True
 
     async def load_producer_state(self) -> None:

@@ -78,8 +78,7 @@ def scan(plog) -> None:
                             replay_batch(state, segment, pos, header)
             except OSError as exc:
                 raise plog.io_failed(exc, "producer state load") from exc
-            plog.producers = state
-            plog.producers_loaded = True
+            plog._adopt_producers(state)
             return
     with plog._lock:
         if not plog.producers_loaded:

@@ -262,6 +262,44 @@ def test_a_crash_after_the_snapshot_replays_the_log(tmp_path):
     assert third.aborted_transactions(0, 3) == [AbortedTxn(7, 0, 1, 2)]
 
 
+@pytest.mark.parametrize("load", ["scan", "replay"])
+def test_an_abort_whose_index_entry_a_crash_lost_is_listed_again_for_the_next_clean_start(
+        tmp_path, load):
+    # A crash between an abort marker's write and its .txnindex entry's: the
+    # replay after it rebuilds the entry, so a clean stop and a start from the
+    # producer snapshot (which takes its aborts from the indexes) still drop the
+    # aborted records from a read_committed read.
+    directory = tmp_path / "t-0"
+    plog = PartitionLog(str(directory))
+    plog.append(txn_batch(7, 0, [b"a"]))                        # 0
+    plog.append_marker(7, 0, False, coordinator_epoch=0, now_ms=2_000)  # 1, listed
+    plog.roll()
+    plog.append(txn_batch(8, 0, [b"b", b"c"]))                  # 2-3
+    plog.append(txn_batch(9, 0, [b"d"]))                        # 4, open over 8's abort
+    plog.append_marker(8, 0, False, coordinator_epoch=0, now_ms=2_000)  # 5
+    plog.close_files()  # the crash
+    first, index = directory / "00000000000000000000.txnindex", \
+        directory / "00000000000000000002.txnindex"
+    with open(index, "r+b") as f:
+        f.truncate(0)  # the entry of the marker at 5 was not written
+    again = PartitionLog(str(directory), clean_shutdown=False)
+    if load == "scan":
+        again._scan_producers()
+    else:
+        again.append_marker(9, 0, True, coordinator_epoch=0,   # 6: a marker replays at once
+                            now_ms=2_000)
+    expected = [AbortedTxn(7, 0, 1, 2), AbortedTxn(8, 2, 5, 4)]
+    assert again.aborted_transactions(0, 7) == expected
+    assert _txnindex_entries(first) == [(0, 7, 0, 1, 2)]
+    assert _txnindex_entries(index) == [(0, 8, 2, 5, 4)]
+    again.close()
+    third = PartitionLog(str(directory), clean_shutdown=True)
+    assert third.producers_loaded  # from the snapshot and the index
+    assert third.aborted_transactions(0, 7) == expected
+    assert _txnindex_entries(first) == [(0, 7, 0, 1, 2)]
+    assert _txnindex_entries(index) == [(0, 8, 2, 5, 4)]
+
+
 def test_a_damaged_snapshot_is_not_read(tmp_path):
     directory = tmp_path / "t-0"
     plog = PartitionLog(str(directory))
