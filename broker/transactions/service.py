@@ -183,15 +183,17 @@ class TransactionService:
                 return False  # its group coordinator is still loading: the slow path waits
             logs.append((topic, index, plog))
         waiting = []
+        unflushed = []
         for topic, index, plog in logs:
             if topic == OFFSETS_TOPIC:
                 waiting.append((index, broker.groups.runtime.write(
                     index, GroupCoordinator.complete_txn, job.producer_id, job.producer_epoch,
                     job.commit, job.coordinator_epoch)))
                 continue
-            self._append_marker(job, topic, index, plog)
-        if any(not ticket.done() for _i, ticket in waiting):
-            task = self.runtime.loop.create_task(self._complete_after(job, waiting))
+            if not self._append_marker(job, topic, index, plog):
+                unflushed.append((topic, index, plog))
+        if unflushed or any(not ticket.done() for _i, ticket in waiting):
+            task = self.runtime.loop.create_task(self._complete_after(job, waiting, unflushed))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             return True
@@ -200,26 +202,42 @@ class TransactionService:
                            job.transactional_id, job.producer_id, job.producer_epoch, job.commit)
         return True
 
-    async def _complete_after(self, job: MarkerJob, waiting) -> None:
+    async def _complete_after(self, job: MarkerJob, waiting, unflushed=()) -> None:
+        """The transaction completes once its markers are durable: the group
+        coordinators' written, and those a topic's ``flush.messages`` or
+        ``flush.ms`` asks an fsync of fsynced (a Complete state must never be on
+        disk without its markers: the next start would write none again)."""
+        for topic, index, plog in unflushed:
+            try:
+                await plog.flusher.flush_async()
+            except StorageError as exc:
+                log.warning("transactions.marker_failed", transactional_id=job.transactional_id,
+                            topic=topic, partition=index, error=exc.code.name, reason=str(exc))
+                continue
+            self._broker.fetch_waiters.notify((topic, index))
         for _index, ticket in waiting:
             await ticket
         self._markers_logged(job, waiting)
         self.runtime.write(job.partition, TransactionShard.markers_written,
                            job.transactional_id, job.producer_id, job.producer_epoch, job.commit)
 
-    def _append_marker(self, job: MarkerJob, topic: str, index: int, plog) -> None:
-        broker = self._broker
+    def _append_marker(self, job: MarkerJob, topic: str, index: int, plog) -> bool:
+        """Append one marker; False when the log's flush settings ask for an
+        fsync before it counts (its readers are woken after that fsync)."""
         try:
             segments = len(plog.segments)
             plog.append_marker(job.producer_id, job.producer_epoch, job.commit,
                                coordinator_epoch=job.coordinator_epoch,
                                leader_epoch=LEADER_EPOCH)
-            plog.flusher.durable_now(len(plog.segments) != segments)  # a rolled segment: fsynced
+            # (a rolled segment is fsynced in the background)
+            if not plog.flusher.durable_now(len(plog.segments) != segments):
+                return False
         except StorageError as exc:
             log.warning("transactions.marker_failed", transactional_id=job.transactional_id,
                         topic=topic, partition=index, error=exc.code.name, reason=str(exc))
-            return
-        broker.fetch_waiters.notify((topic, index))
+            return True
+        self._broker.fetch_waiters.notify((topic, index))
+        return True
 
     @staticmethod
     def _markers_logged(job: MarkerJob, waiting) -> None:

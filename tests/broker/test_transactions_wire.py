@@ -6,7 +6,9 @@ partition it writes to."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import threading
 import time
 
 import pytest
@@ -582,3 +584,39 @@ def test_a_clean_stop_completes_the_transactions_it_answered(make_broker, tmp_pa
         # two records and one marker: none written again at the start
         assert T.latest_offset(wire, "txw-clean", committed=False) == 3
         assert T.latest_offset(wire, "txw-clean", committed=True) == 3
+
+
+def test_a_marker_the_topic_asks_an_fsync_of_is_fsynced_before_the_transaction_completes(
+        wire, broker, monkeypatch):
+    """flush.messages=1 on a topic (fsync policy never): the commit marker is
+    fsynced, as the topic asks, before the Complete state is written; otherwise
+    a power loss could keep the Complete state and lose the marker, and the next
+    start would write none: the transaction open in the partition forever."""
+    create_topic(wire, "txw-flushed", configs=[("flush.messages", "1")])
+    pid, epoch = _begin(wire, "txw-flushed")
+    assert T.add_partitions(wire, "txw-flushed", pid, epoch, [("txw-flushed", 0)]) == {
+        ("txw-flushed", 0): E.NONE}
+    T.produce(wire, "txw-flushed", "txw-flushed", 0, T.txn_batch(pid, epoch, 0, [b"a"]))
+    flusher = broker.broker.logs.get("txw-flushed", 0).flusher
+    fsync, gate = flusher.flush_async, threading.Event()
+
+    async def held():
+        await asyncio.get_running_loop().run_in_executor(None, gate.wait, 10)
+        await fsync()
+
+    monkeypatch.setattr(flusher, "flush_async", held)
+    described = {"transactional_ids": ["txw-flushed"]}
+    try:
+        assert T.end_txn(wire, "txw-flushed", pid, epoch, True) == E.NONE
+        state = wire.call(65, 0, described)["transaction_states"][0]
+        assert state["transaction_state"] == "PrepareCommit"  # the marker's fsync is held
+    finally:
+        gate.set()
+    for _ in range(250):  # bounded: 5 s
+        state = wire.call(65, 0, described)["transaction_states"][0]
+        if state["transaction_state"] != "PrepareCommit":
+            break
+        time.sleep(0.02)
+    assert state["transaction_state"] == "CompleteCommit"
+    assert T.latest_offset(wire, "txw-flushed", committed=True) == 2
+    assert _values(T.fetch(wire, "txw-flushed", committed=True)) == [b"a"]
