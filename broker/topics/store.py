@@ -138,7 +138,15 @@ class TopicStore:
         for line in lines:
             self._apply(self.topics, line)
         if self._journal_entries > max(MIN_COMPACT_ENTRIES, len(self.topics)):
-            self.write_snapshot()
+            # The change is in the journal already: a snapshot that cannot be
+            # written now (a full disk) leaves it there and is tried again at the
+            # next change, and the change is not reported as failed (its caller
+            # would undo in memory what the next start reads back).
+            try:
+                self.write_snapshot()
+            except OSError as exc:
+                log.warning("topics.snapshot_failed", path=str(self.snapshot_path),
+                            error=str(exc))
 
     def write_snapshot(self) -> None:
         """Replace the snapshot by the current state and empty the journal.

@@ -68,3 +68,33 @@ def test_a_crash_between_snapshot_and_journal_truncation_replays_nothing_twice(t
     store.write_snapshot()
     store.journal_path.write_bytes(journal)  # the truncation never happened
     assert TopicStore(tmp_path).load() == {}
+
+
+def test_a_snapshot_that_cannot_be_written_leaves_the_change_recorded(tmp_path, monkeypatch):
+    # A full disk when the journal is compacted: the change is in the journal
+    # (its caller is not told it failed, which would undo a change the next
+    # start reads back), and the snapshot is tried again at the next change.
+    from kcoord.broker.topics import store as store_module
+
+    store = TopicStore(tmp_path)
+    store.load()
+    store.record(created=[_topic("kept")])
+    while store._journal_entries < MIN_COMPACT_ENTRIES:  # a few topics, many changes
+        if "brief" in store.topics:
+            store.record(deleted=[_topic("brief")])
+        else:
+            store.record(created=[_topic("brief")])
+    real = store_module.write_atomically
+
+    def full(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store_module, "write_atomically", full)
+    store.record(created=[_topic("last")])  # compaction due: the snapshot fails
+    assert "last" in store.topics and store._journal_entries > MIN_COMPACT_ENTRIES
+    assert "last" in TopicStore(tmp_path).load()
+    monkeypatch.setattr(store_module, "write_atomically", real)
+    store.record(created=[_topic("after")])  # tried again, and written
+    assert store._journal_entries == 0
+    assert sorted(TopicStore(tmp_path).load()) == sorted(["after", "kept", "last", *(
+        ["brief"] if "brief" in store.topics else [])])
