@@ -45,6 +45,16 @@ _SWEEP_TIMEOUTS = ("sweep", "timeouts")
 _SWEEP_EXPIRED = ("sweep", "expired")
 
 
+def _invalid_end(meta: TxnMetadata, commit: bool) -> ErrorCode:
+    """An EndTxn the state cannot take: logged as Kafka's coordinator logs it
+    (TransactionCoordinator.logInvalidStateTransitionAndReturnError), a hint for
+    an operator whose producer fails with INVALID_TXN_STATE."""
+    log.warning("transaction.invalid_end", transactional_id=meta.transactional_id,
+                state=meta.state.display, producer_id=meta.producer_id,
+                producer_epoch=meta.producer_epoch, requested="COMMIT" if commit else "ABORT")
+    return ErrorCode.INVALID_TXN_STATE
+
+
 @dataclass
 class TxnConfig:
     partitions: int = 50  # transaction.state.log.num.partitions
@@ -374,17 +384,13 @@ class TransactionShard:
         state = meta.state
         if state is TxnState.ONGOING:
             return out.merge(self._begin_end(meta, commit, now, ticket))
-        if state is TxnState.COMPLETE_COMMIT:
-            return out.answer(ticket, ErrorCode.NONE if commit else ErrorCode.INVALID_TXN_STATE)
-        if state is TxnState.COMPLETE_ABORT:
-            return out.answer(ticket, ErrorCode.INVALID_TXN_STATE if commit else ErrorCode.NONE)
-        if state is TxnState.PREPARE_COMMIT:
-            return out.answer(ticket, ErrorCode.CONCURRENT_TRANSACTIONS if commit
-                              else ErrorCode.INVALID_TXN_STATE)
-        if state is TxnState.PREPARE_ABORT:
-            return out.answer(ticket, ErrorCode.INVALID_TXN_STATE if commit
-                              else ErrorCode.CONCURRENT_TRANSACTIONS)
-        return out.answer(ticket, ErrorCode.INVALID_TXN_STATE)  # Empty, Dead, fencing
+        if state is TxnState.COMPLETE_COMMIT and commit or \
+                state is TxnState.COMPLETE_ABORT and not commit:
+            return out.answer(ticket, ErrorCode.NONE)  # a retry
+        if state is TxnState.PREPARE_COMMIT and commit or \
+                state is TxnState.PREPARE_ABORT and not commit:
+            return out.answer(ticket, ErrorCode.CONCURRENT_TRANSACTIONS)
+        return out.answer(ticket, _invalid_end(meta, commit))  # also Empty, Dead, fencing
 
     def _end_txn_v2(self, ticket, transactional_id: str, pid: int, epoch: int, commit: bool,
                     now: int, new_pid: int) -> Outcome:
@@ -422,22 +428,21 @@ class TransactionShard:
         if state is TxnState.ONGOING:
             return out.merge(self._begin_end(meta, commit, now, ticket, tv2=True,
                                              new_pid=new_pid))
-        if state is TxnState.PREPARE_COMMIT:
-            return refuse(ErrorCode.CONCURRENT_TRANSACTIONS if commit
-                          else ErrorCode.INVALID_TXN_STATE)
-        if state is TxnState.PREPARE_ABORT:
-            return refuse(ErrorCode.INVALID_TXN_STATE if commit
-                          else ErrorCode.CONCURRENT_TRANSACTIONS)
+        if state is TxnState.PREPARE_COMMIT and commit or \
+                state is TxnState.PREPARE_ABORT and not commit:
+            return refuse(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if state in PREPARING:
+            return refuse(_invalid_end(meta, commit))
         if commit:
             if state is TxnState.COMPLETE_COMMIT and retry:
                 return out.answer(ticket, current)
-            return refuse(ErrorCode.INVALID_TXN_STATE)
+            return refuse(_invalid_end(meta, commit))
         if state is TxnState.COMPLETE_ABORT and retry:
             return out.answer(ticket, current)
         if state is TxnState.COMPLETE_COMMIT and retry:
-            return refuse(ErrorCode.INVALID_TXN_STATE)
+            return refuse(_invalid_end(meta, commit))
         if state not in (TxnState.EMPTY,) and state not in COMPLETE:
-            return refuse(ErrorCode.INVALID_TXN_STATE)
+            return refuse(_invalid_end(meta, commit))
         # an abort with no transaction open: an empty one, ended at once
         return out.merge(self._begin_end(meta, False, now, ticket, tv2=True, new_pid=new_pid,
                                          empty=True))

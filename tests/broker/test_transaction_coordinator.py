@@ -370,7 +370,11 @@ def test_end_txn_answers_each_state_as_kafka():
     h.call(TransactionShard.markers_written, "t", pid, epoch, False)
     assert h.state().state is TxnState.COMPLETE_ABORT
     assert h.end("t", pid, epoch, False) == E.NONE  # a retry
-    assert h.end("t", pid, epoch, True) == E.INVALID_TXN_STATE
+    with capture_logs() as events:
+        assert h.end("t", pid, epoch, True) == E.INVALID_TXN_STATE
+    # warned, as Kafka's coordinator warns of an end the state cannot take
+    assert [(e["log_level"], e["event"], e["state"], e["requested"]) for e in events] == [
+        ("warning", "transaction.invalid_end", "CompleteAbort", "COMMIT")]
     # markers reported for another end are refused
     assert h.call(TransactionShard.markers_written, "t", pid, epoch, True) == \
         E.INVALID_TXN_STATE
