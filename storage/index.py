@@ -83,8 +83,14 @@ class _Index:
 
     def flush(self) -> None:
         if self.fd >= 0 and self.dirty:
-            os.fsync(self.fd)
+            # Cleared first: an entry written during the fsync (a flush runs in a
+            # worker thread, appends on the loop) is left dirty for the next one.
             self.dirty = False
+            try:
+                os.fsync(self.fd)
+            except OSError:
+                self.dirty = True
+                raise
 
     def close(self) -> None:
         if self.fd >= 0:

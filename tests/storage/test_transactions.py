@@ -341,3 +341,38 @@ def test_a_read_looks_at_the_aborts_of_its_range_only(tmp_path):
     other.append_marker(9, 0, False, coordinator_epoch=0, now_ms=2_000)  # 4, lso 0
     assert [t.producer_id for t in other.aborted_transactions(0, 2)] == [7]
     assert [t.producer_id for t in other.aborted_transactions(0, 4)] == [7, 9]
+
+
+def test_an_index_entry_written_while_its_index_is_fsynced_is_fsynced_by_the_next_flush(
+        tmp_path, monkeypatch):
+    # A flush runs in a worker thread while appends go on: an abort listed in
+    # the .txnindex during that fsync must not count as flushed (the recovery
+    # point would move past a marker whose entry a power loss can take).
+    import os as real_os
+
+    from kcoord.storage import index as index_module
+
+    directory = tmp_path / "t-0"
+    plog = PartitionLog(str(directory))
+    plog.append(txn_batch(7, 0, [b"a"]))
+    plog.append_marker(7, 0, False, coordinator_epoch=0, now_ms=2_000)
+    txn_index = plog.active_segment.txn_index
+    synced = []
+
+    class DuringFsync:
+        def __getattr__(self, name):
+            return getattr(real_os, name)
+
+        def fsync(self, fd):
+            synced.append(fd)
+            if len(synced) == 1:  # the next abort is listed meanwhile
+                plog.append(txn_batch(8, 0, [b"b"]))
+                plog.append_marker(8, 0, False, coordinator_epoch=0, now_ms=2_000)
+            real_os.fsync(fd)
+
+    monkeypatch.setattr(index_module, "os", DuringFsync())
+    txn_index.flush()
+    txn_index.flush()
+    assert synced == [txn_index.fd, txn_index.fd]  # the second flush fsyncs it
+    assert len(txn_index) == 2
+    plog.close()
