@@ -5,7 +5,7 @@
 3. After an unclean shutdown, recover every segment from the one holding the
    recovery point: validate each batch (CRC-32C, sizes, offsets that never go
    back), rebuild the indexes and cut the segment after its last valid batch;
-   segments after a cut are deleted.  Offset gaps are not corruption:
+   segments after a cut are deleted, before the cut.  Offset gaps are not corruption:
    compacted logs, logs whose policy changed and folders copied from a Kafka
    broker all have them.
 4. Otherwise trust the files, rebuilding an index only if it fails its sanity
@@ -20,6 +20,7 @@ from bisect import bisect_right
 import structlog
 
 from kcoord.storage.config import LogConfig
+from kcoord.storage.files import fsync_dir
 from kcoord.storage.layout import SEGMENT_FILE, segment_name
 from kcoord.storage.segment import LogSegment
 
@@ -68,7 +69,25 @@ def load_segments(directory: str, config: LogConfig, *, recovery_point: int,
             segments.append(segment)
             continue
         before = segment.size
-        truncated = segment.recover()
+
+        def drop_later(n=n, base=base) -> None:
+            # The segments after a cut go before the cut itself, and the folder
+            # is fsynced: a crash meanwhile leaves the damaged segment as it
+            # was, which the next start finds and cuts again, never a cut
+            # segment followed by later ones (an offset gap, and records from
+            # after the damage back in the log).
+            later = ordered[n + 1:]
+            for stale_base in later:
+                stale = LogSegment(directory, stale_base)
+                log.warning("segment_deleted_after_truncation", log=name,
+                            segment=segment_name(stale_base), base_offset=stale_base,
+                            bytes=stale.size,
+                            reason=f"it follows invalid bytes in segment {segment_name(base)}")
+                stale.delete()
+            if later:
+                fsync_dir(directory)
+
+        truncated = segment.recover(before_cut=drop_later)
         segments.append(segment)
         if truncated == 0:
             log.info("segment_recovered", log=name, segment=segment_name(base),
@@ -81,11 +100,5 @@ def load_segments(directory: str, config: LogConfig, *, recovery_point: int,
                     bytes_truncated=truncated, bytes_before=before,
                     reason=f"invalid bytes at byte {segment.size} of the segment: "
                            f"everything from offset {segment.next_offset} on is dropped")
-        for later in ordered[n + 1:]:
-            stale = LogSegment(directory, later)
-            log.warning("segment_deleted_after_truncation", log=name,
-                        segment=segment_name(later), base_offset=later, bytes=stale.size,
-                        reason=f"it follows invalid bytes in segment {segment_name(base)}")
-            stale.delete()
         break
     return segments

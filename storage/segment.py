@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 from kcoord.protocol.records import (
     LOG_OVERHEAD,
@@ -106,16 +106,18 @@ class LogSegment:
         """Rebuild both indexes from the batch headers (no CRC check)."""
         self._reindex(verify=False)
 
-    def recover(self) -> int:
+    def recover(self, before_cut: Callable[[], None] | None = None) -> int:
         """Validate every batch, rebuild the indexes, cut after the last valid batch.
 
         Returns the number of bytes truncated (LogSegment.recover).  The base
         offset lies outside the CRC, so offsets are cross-checked as well: a
         batch may follow a gap (compaction leaves them) but never go back.
+        ``before_cut`` runs once the segment is known to need cutting, before
+        its file is cut.
         """
-        return self._reindex(verify=True)
+        return self._reindex(verify=True, before_cut=before_cut)
 
-    def _reindex(self, *, verify: bool) -> int:
+    def _reindex(self, *, verify: bool, before_cut: Callable[[], None] | None = None) -> int:
         self.offset_index.reset()
         self.time_index.reset()
         self.max_timestamp = -1
@@ -142,6 +144,8 @@ class LogSegment:
             expected = header.next_offset
         truncated = self.size - valid
         if truncated > 0:
+            if before_cut is not None:
+                before_cut()
             os.ftruncate(self.fd, valid)
             self.size = valid
         self.txn_index.truncate_to(expected)  # aborts whose markers were cut off

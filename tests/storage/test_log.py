@@ -282,6 +282,51 @@ def test_recovery_stops_at_a_bad_crc_and_drops_later_segments(logdir):
     assert len(reopened.segments) == 2
 
 
+def test_a_crash_while_recovery_drops_later_segments_never_leaves_a_gap(logdir, monkeypatch):
+    """The start after a crash finds a damaged segment and is itself killed while
+    it deletes the segments after it: the start after that still ends the log at
+    the damage, with no offset gap and nothing from after it."""
+    from kcoord.storage.segment import LogSegment
+
+    cfg = LogConfig(segment_bytes=600)
+    plog = PartitionLog(logdir, cfg)
+    for i in range(40):
+        plog.append(batch([b"v%d" % i * 20]))
+    plog.close()
+    assert len(plog.segments) >= 4
+    victim = plog.segments[1]
+    with open(victim.log_path, "r+b") as f:
+        f.seek(200)
+        byte = f.read(1)
+        f.seek(200)
+        f.write(bytes([byte[0] ^ 0x55]))
+
+    class Killed(BaseException):
+        pass
+
+    real_delete = LogSegment.delete
+    deleted = []
+
+    def delete_then_die(segment):
+        if deleted:
+            raise Killed
+        deleted.append(segment.base_offset)
+        real_delete(segment)
+
+    monkeypatch.setattr(LogSegment, "delete", delete_then_die)
+    with pytest.raises(Killed):
+        PartitionLog(logdir, cfg)
+    monkeypatch.setattr(LogSegment, "delete", real_delete)
+
+    reopened = PartitionLog(logdir, cfg)
+    offsets = [o for o, _t, _k, _v in all_records(reopened)]
+    assert offsets == list(range(reopened.log_end_offset))
+    assert victim.base_offset <= reopened.log_end_offset < plog.segments[2].base_offset
+    assert [s.base_offset for s in reopened.segments] == [s.base_offset
+                                                          for s in plog.segments[:2]]
+    assert reopened.append(batch([b"again"])).first_offset == offsets[-1] + 1
+
+
 class _FsyncRecorder:
     def __init__(self, monkeypatch):
         self.events = []
