@@ -263,6 +263,14 @@ def test_recovery_truncates_a_torn_tail_and_rebuilds_indexes(logdir):
     assert reopened.append(batch([b"again"])).first_offset == 29
 
 
+def _flip_byte(path: str, at: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(at)
+        byte = f.read(1)
+        f.seek(at)
+        f.write(bytes([byte[0] ^ 0x55]))
+
+
 def test_recovery_stops_at_a_bad_crc_and_drops_later_segments(logdir):
     cfg = LogConfig(segment_bytes=600)
     plog = PartitionLog(logdir, cfg)
@@ -270,11 +278,7 @@ def test_recovery_stops_at_a_bad_crc_and_drops_later_segments(logdir):
         plog.append(batch([b"v%d" % i * 20]))
     plog.close()
     victim = plog.segments[1]
-    with open(victim.log_path, "r+b") as f:
-        f.seek(200)
-        byte = f.read(1)
-        f.seek(200)
-        f.write(bytes([byte[0] ^ 0x55]))
+    _flip_byte(victim.log_path, 200)
     reopened = PartitionLog(logdir, cfg)
     offsets = [o for o, _t, _k, _v in all_records(reopened)]
     assert offsets == list(range(len(offsets)))
@@ -295,11 +299,7 @@ def test_a_crash_while_recovery_drops_later_segments_never_leaves_a_gap(logdir, 
     plog.close()
     assert len(plog.segments) >= 4
     victim = plog.segments[1]
-    with open(victim.log_path, "r+b") as f:
-        f.seek(200)
-        byte = f.read(1)
-        f.seek(200)
-        f.write(bytes([byte[0] ^ 0x55]))
+    _flip_byte(victim.log_path, 200)
 
     class Killed(BaseException):
         pass
