@@ -59,6 +59,14 @@ class ConfigValueError(ValueError):
         super().__init__(f"Invalid value {value} for configuration {name}: {reason}")
 
 
+class ConfigListError(ConfigValueError):
+    """A list refused as a whole or for an empty item, worded as Kafka 4's
+    ``ConfigDef.ValidList`` words it (without a value)."""
+
+    def __init__(self, message: str):
+        ValueError.__init__(self, message)
+
+
 # Java's Integer/Long/Short.parseInt and Double.parseDouble accept these (ASCII
 # digits, an optional sign, no underscores); Python's int()/float() accept more.
 _JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -115,8 +123,10 @@ def _parse_value(defn: ConfigDef, raw: Any) -> Any:
         value = float(text.rstrip("fFdD").replace("Infinity", "inf"))
     elif defn.type == LIST:
         value = _LIST_SEPARATOR.split(text) if text else []
-        if defn.choices is not None:
+        if defn.choices is not None:  # Kafka's ValidList, item by item
             for item in value:
+                if not item:
+                    raise ConfigListError(f"Configuration '{defn.name}' values must not be empty.")
                 if item not in defn.choices:
                     raise ConfigValueError(defn.name, item,
                                            f"String must be one of: {', '.join(defn.choices)}")

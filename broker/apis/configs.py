@@ -79,10 +79,12 @@ def topic_config_values(broker, overrides: dict[str, str | None]):
 
 
 def topic_config_entries(broker, overrides: dict[str, str | None]) -> list[dict]:
-    """CreateTopics v5+ ``configs``: the new topic's effective configs."""
+    """CreateTopics v5+ ``configs``: the new topic's effective configs, each one the
+    request sets as it was written (Kafka's controller echoes " 1000" or
+    "compact , delete" as given; DescribeConfigs then shows it parsed)."""
     return [
-        {"name": name, "value": value, "read_only": False, "config_source": source,
-         "is_sensitive": False}
+        {"name": name, "value": value if overrides.get(name) is None else overrides[name],
+         "read_only": False, "config_source": source, "is_sensitive": False}
         for name, value, source, _synonyms, _defn in topic_config_values(broker, overrides)
     ]
 

@@ -381,7 +381,8 @@ class TopicManager:
                                  f"Unable to replicate the partition {replication_factor} time(s): "
                                  "The target replication factor of "
                                  f"{replication_factor} cannot be reached because only 1 broker(s) "
-                                 "are registered.")
+                                 "are registered or some brokers have all their log "
+                                 "directories cordoned.")
         check_topic_configs(configs)
         return num_partitions, replication_factor
 

@@ -302,6 +302,15 @@ def test_create_topics_segment_bytes_floor_as_kafka_4_4(diff):
                        "validate_only": True})
 
 
+def _kafka_4_cases(tag):
+    """Refused as Kafka 4 words it (its ``ValidList``): an empty item of a list."""
+    return [_topic(f"ct-{tag}-{label}", 1, configs=[("cleanup.policy", value)])
+            for label, value in (("list-gap", "compact,,delete"), ("list-trail", "delete,"),
+                                 ("list-lead", ",delete"), ("list-commas", ","),
+                                 ("list-twice-gap", "delete,,delete"),
+                                 ("list-bad-first", "Compact,,delete"))]
+
+
 def _reject_cases(tag):
     return [
         _topic(f"ct-{tag}-zero", 0),
@@ -313,7 +322,6 @@ def _reject_cases(tag):
         _topic(f"ct-{tag}-retention", 1, configs=[("retention.ms", "-5")]),
         _topic(f"ct-{tag}-int", 1, configs=[("segment.bytes", "x")]),
         _topic(f"ct-{tag}-underscores", 1, configs=[("segment.bytes", "1_048_576")]),
-        _topic(f"ct-{tag}-list-gap", 1, configs=[("cleanup.policy", "compact,,delete")]),
         _topic(f"ct-{tag}-bool", 1, configs=[("preallocate", "yes")]),
         _topic(f"ct-{tag}-ts-type", 1, configs=[("message.timestamp.type", "Now")]),
         _topic(f"ct-{tag}-gzip", 1, configs=[("compression.gzip.level", "0")]),
@@ -329,20 +337,33 @@ def _reject_cases(tag):
     ]
 
 
-@pytest.mark.parametrize("version", versions(19))
-def test_create_topics_errors_match_kafka(diff, version):
-    d = diff("legacy")
-    answer = _create(d, version, *_reject_cases(f"v{version}"))
+def newest_reference(key: int) -> list[tuple[str, int]]:
+    """(reference, version) pairs: each served version against Kafka 4.4 where it
+    serves it, else against Kafka 3.9."""
+    low, high = MAIN_RANGES[key]
+    return [("main" if low <= v <= high else "legacy", v) for v in versions(key)]
+
+
+@pytest.mark.parametrize("which,version", newest_reference(19))
+def test_create_topics_errors_match_kafka(diff, which, version):
+    d = diff(which)
+    cases = _reject_cases(f"v{version}")
+    if which == "main":
+        cases += _kafka_4_cases(f"v{version}")
+    answer = _create(d, version, *cases)
+    assert len(answer["topics"]) == len(cases)
     assert all(t["error_code"] != 0 for t in answer["topics"])
 
 
-@pytest.mark.parametrize("version", versions(19))
-def test_create_topics_success_existing_and_validate_only(diff, version):
-    d = diff("legacy")
+@pytest.mark.parametrize("which,version", newest_reference(19))
+def test_create_topics_success_existing_and_validate_only(diff, which, version):
+    d = diff(which)
     name = f"ct-ok-v{version}"
-    configs = [("cleanup.policy", "compact"), ("retention.ms", "1000"),
-               ("compression.type", "zstd"), ("max.message.bytes", "5000"),
-               ("compression.zstd.level", "5"), ("segment.jitter.ms", "10")]
+    # (values as a user may write them: the answer echoes each one as written)
+    configs = [("cleanup.policy", "compact , delete"), ("retention.ms", " +1000"),
+               ("compression.type", "zstd "), ("max.message.bytes", "05000"),
+               ("compression.zstd.level", "5"), ("segment.jitter.ms", "10"),
+               ("preallocate", "TRUE"), ("min.cleanable.dirty.ratio", "5e-1")]
     assert _create(d, version, _topic(f"{name}-dry", 4, configs=configs),
                    validate_only=version >= 1)["topics"][0]["error_code"] == 0
     created = _create(d, version, _topic(name, 2, configs=configs),
