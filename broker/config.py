@@ -326,10 +326,11 @@ TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
 _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("node.id", INT, 1, validator=_nonneg),
     ConfigDef("broker.id", INT, -1),
-    ConfigDef("listeners", LIST, ["PLAINTEXT://127.0.0.1:9092"], reported_type=STRING),
-    ConfigDef("advertised.listeners", LIST, None, reported_type=STRING),
-    ConfigDef("log.dirs", STRING, "./data"),
-    ConfigDef("log.dir", STRING, None),
+    ConfigDef("listeners", LIST, ["PLAINTEXT://127.0.0.1:9092"]),
+    ConfigDef("advertised.listeners", LIST, None),
+    # (lists to Kafka 4; kcoord splits them where it reads them)
+    ConfigDef("log.dirs", STRING, "./data", reported_type=LIST),
+    ConfigDef("log.dir", STRING, None, reported_type=LIST),
     ConfigDef("socket.request.max.bytes", INT, 104_857_600, validator=_positive),
     ConfigDef("connections.max.idle.ms", LONG, 600_000),
     ConfigDef("auto.create.topics.enable", BOOLEAN, True),
@@ -361,12 +362,9 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("group.consumer.min.heartbeat.interval.ms", INT, 5_000, validator=_positive),
     ConfigDef("group.consumer.max.heartbeat.interval.ms", INT, 15_000, validator=_positive),
     ConfigDef("group.consumer.max.size", INT, (1 << 31) - 1, validator=_positive),
-    ConfigDef("group.consumer.assignors", LIST, [
-        "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
-        "org.apache.kafka.coordinator.group.assignor.RangeAssignor"],
+    ConfigDef("group.consumer.assignors", LIST, ["uniform", "range"],  # (Kafka 4.4's default)
               validator=lambda v: _assignors_problem(v)),
-    ConfigDef("group.consumer.assignment.interval.ms", INT, 1_000, validator=_nonneg,
-              internal=True),
+    ConfigDef("group.consumer.assignment.interval.ms", INT, 1_000, validator=_nonneg),
     ConfigDef("group.consumer.migration.policy", STRING, "bidirectional",
               validator=lambda v: None if v.lower() in _MIGRATION_POLICIES else
               "String must be one of (case insensitive): " + ", ".join(_MIGRATION_POLICIES),

@@ -378,12 +378,13 @@ def test_create_topics_success_existing_and_validate_only(diff, which, version):
         assert dup["topics"][0]["error_code"] == 42
 
 
-@pytest.mark.parametrize("version", [0, 4, 5, 7])
-def test_create_topics_batch_limits_match_kafka(diff, version):
+@pytest.mark.parametrize("which,version", [("legacy", 0), ("main", 4), ("main", 5),
+                                           ("main", 7)])
+def test_create_topics_batch_limits_match_kafka(diff, which, version):
     """Kafka's controller refuses a request for more than 10,000 partitions, or one
     that would write more than 10,000 metadata records, as a whole with
     POLICY_VIOLATION, validate-only or not."""
-    d = diff("legacy")
+    d = diff(which)
     tag = f"ct-limit-v{version}"
     validate = version >= 1
     cases = [
@@ -459,9 +460,9 @@ def test_delete_topics_by_name_and_id(diff, which, version):
 # -- DescribeConfigs -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", versions(32))
-def test_describe_configs_topic(diff, version):
-    d = diff("legacy")
+@pytest.mark.parametrize("which,version", newest_reference(32))
+def test_describe_configs_topic(diff, which, version):
+    d = diff(which)
     name = f"dc-v{version}"
     _create(d, 4, _topic(name, 1, configs=[("retention.ms", "1234"),
                                            ("cleanup.policy", "compact,delete")]))
@@ -482,12 +483,12 @@ _SECURITY_SET_AT_START = {
     "connections.max.reauth.ms", "connection.failed.authentication.delay.ms"}
 
 
-@pytest.mark.parametrize("version", versions(32))
-def test_describe_configs_broker_answers_kafka_values_for_what_kcoord_knows(diff, version):
+@pytest.mark.parametrize("which,version", newest_reference(32))
+def test_describe_configs_broker_answers_kafka_values_for_what_kcoord_knows(diff, which, version):
     """Kafka lists every one of its hundreds of broker properties; kcoord lists the
     ones it implements (docs/deviations.md). Each one kcoord lists must be one
     Kafka lists, with the same value, source, synonyms, type and read-only flag."""
-    d = diff("legacy")
+    d = diff(which)
     body = {"resources": [{"resource_type": 4, "resource_name": "1", "configuration_keys": None}],
             "include_synonyms": version >= 1, "include_documentation": False}
     ours, theirs = d.ask(32, version, body)
@@ -521,11 +522,14 @@ def test_describe_configs_broker_answers_kafka_values_for_what_kcoord_knows(diff
                 # Kafka has no default node id (KRaft requires one); kcoord's is 1.
                 entry["synonyms"] = entry["synonyms"][:1]
     # Kafka 4.4 made the coordinator's append linger adaptive (its default -1,
-    # KIP-1224, kcoord's too); 3.9's default was 10 ms.
-    # That one is asked of Kafka 4.4, which serves no DescribeConfigs v0.
-    # The consumer group protocol's migration policy is public from 4.x on.
-    newer = {"group.coordinator.append.linger.ms", "group.consumer.migration.policy"}
-    # The kcoord beside Kafka 3.9 is told to serve 3.9's protocols (classic only).
+    # KIP-1224, kcoord's too); 3.9's default was 10 ms.  The consumer group
+    # protocol's migration policy and assignment interval are public from 4.x on,
+    # and its assignors' default names them ("uniform,range").
+    # Those are asked of Kafka 4.4 (which serves no DescribeConfigs v0) as well.
+    newer = {"group.coordinator.append.linger.ms", "group.consumer.migration.policy",
+             "group.consumer.assignment.interval.ms", "group.consumer.assignors"}
+    # The kcoord beside Kafka 3.9 is told to serve 3.9's protocols (classic only);
+    # Kafka 4.4 serves streams groups too, which kcoord does not.
     own = newer | {"group.coordinator.rebalance.protocols"}
     theirs["results"][0]["configs"] = [kafkas[n] for n in mine if n in kafkas and n not in own]
     ours["results"][0]["configs"] = [mine[n] for n in mine if n in kafkas and n not in own]
@@ -569,9 +573,9 @@ def test_describe_configs_documentation_is_not_kafkas(reference_pair):
     assert mine["kcoord.fsync.policy"] and "kcoord.fsync.policy" not in kafkas
 
 
-@pytest.mark.parametrize("version", versions(32))
-def test_describe_configs_named_broker_keys_and_bad_resources(diff, version):
-    d = diff("legacy")
+@pytest.mark.parametrize("which,version", newest_reference(32))
+def test_describe_configs_named_broker_keys_and_bad_resources(diff, which, version):
+    d = diff(which)
     d.same(32, version, {"resources": [
         {"resource_type": 4, "resource_name": "1",
          "configuration_keys": ["num.partitions", "log.segment.bytes", "auto.create.topics.enable",
