@@ -139,6 +139,35 @@ def test_create_topics_v0_with_minus_one_defaults(broker):
     assert broker.broker.topics.get("wire-ct-v0").partitions == 1
 
 
+def test_create_topics_echoes_configs_as_written_and_refuses_empty_list_items(broker):
+    """As Kafka 4.4: the answer's configs carry each value the request sets as it
+    was written (DescribeConfigs shows them parsed); an empty item of a list is
+    refused with Kafka 4's ValidList message."""
+    ct = CreateTopicsRequest
+    config = ct.CreatableTopic.CreatableTopicConfig
+
+    def topic(name, **configs):
+        return ct.CreatableTopic(name=name, num_partitions=1, replication_factor=1,
+                                 assignments=[], configs=[config(name=k.replace("_", "."),
+                                                                 value=v)
+                                                          for k, v in configs.items()])
+    with RawClient(broker.port) as client:
+        response = client.request(ct[7](topics=[
+            topic("wire-as-written", cleanup_policy="compact , delete", retention_ms=" +1000"),
+            topic("wire-gap", cleanup_policy="compact,,delete"),
+            topic("wire-trail", cleanup_policy="delete,"),
+        ], timeout_ms=1000, validate_only=False))
+    results = {t.name: t for t in response.topics}
+    written = {c.name: c.value for c in results["wire-as-written"].configs}
+    assert (written["cleanup.policy"], written["retention.ms"]) == ("compact , delete", " +1000")
+    for name in ("wire-gap", "wire-trail"):
+        assert (results[name].error_code, results[name].error_message) == (
+            40, "Configuration 'cleanup.policy' values must not be empty.")
+    stored = broker.broker.topics.effective_config_strings(
+        broker.broker.topics.get("wire-as-written"))
+    assert (stored["cleanup.policy"], stored["retention.ms"]) == ("compact,delete", "1000")
+
+
 def test_create_topics_v7_duplicate_and_manual_assignment(broker):
     ct = CreateTopicsRequest
     assign = ct.CreatableTopic.CreatableReplicaAssignment
@@ -357,6 +386,23 @@ def test_describe_configs_every_version(broker, version):
             "cleanup.policy", "log.cleanup.policy"]
     if version >= 3:
         assert configs["cleanup.policy"].config_type == 7  # LIST
+
+
+def test_broker_configs_are_typed_and_named_as_kafka_4_4_describes_them(broker):
+    res = DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=4, resource_name="1", configuration_keys=[
+            "listeners", "advertised.listeners", "log.dirs", "log.dir",
+            "group.consumer.assignors", "group.consumer.assignment.interval.ms"])
+    with RawClient(broker.port) as client:
+        response = client.request(DescribeConfigsRequest[4](
+            resources=[res], include_synonyms=False, include_documentation=False))
+    configs = {c.name: c for c in response.results[0].configs}
+    assert {name: configs[name].config_type for name in (
+        "listeners", "advertised.listeners", "log.dirs", "log.dir")} == dict.fromkeys(
+        ("listeners", "advertised.listeners", "log.dirs", "log.dir"), 7)  # LIST
+    assert configs["group.consumer.assignors"].value == "uniform,range"
+    interval = configs["group.consumer.assignment.interval.ms"]
+    assert (interval.config_type, interval.read_only) == (3, False)  # INT, dynamic
 
 
 @pytest.mark.parametrize("version", range(0, 2))
