@@ -12,14 +12,20 @@
   partitions, its configs), is refused as a whole with POLICY_VIOLATION.
 - The topics of one request are created by one topic operation.
 - v5+ answers carry the partition count, replication factor and the topic's
-  effective configs with their sources; v7+ the topic id.
+  effective configs with their sources (those the request sets as written);
+  v7+ the topic id.
+- Refusals are worded as Kafka 4.4 words them, and at v0-1 (which Kafka 4
+  no longer serves) as Kafka 3.9 does.
 """
 
 from __future__ import annotations
 
+import re
+
 from kcoord.broker.apis import api
 from kcoord.broker.apis.authz import CLUSTER, CREATE, TOPIC, allowed, allowed_names
 from kcoord.broker.apis.configs import topic_config_entries
+from kcoord.broker.config import TOPIC_CONFIGS
 from kcoord.broker.topics.manager import TopicError, new_topic_id
 from kcoord.protocol.errors import ErrorCode
 
@@ -68,7 +74,8 @@ async def create_topics(ctx, request):
             partitions, rf = topics.check_new_topic(
                 t.name, t.num_partitions, t.replication_factor, t.assignments, configs)
         except TopicError as exc:
-            results.append(_refused(t.name, exc.code, exc.message))
+            message = exc.message if ctx.api_version >= 2 else _as_kafka_3_9(exc.message)
+            results.append(_refused(t.name, exc.code, message))
             continue
         checked.append((t, partitions, rf, configs))
         # A TopicRecord, a PartitionRecord per partition, a ConfigRecord per config.
@@ -91,6 +98,26 @@ async def create_topics(ctx, request):
         else:
             results.append(_created(ctx, t.name, topic.topic_id, partitions, rf, topic.configs))
     return _answer(_in_request_order(results, unique), counts)
+
+
+_CORDONED = " or some brokers have all their log directories cordoned."
+_EMPTY_ITEM = re.compile(r"Configuration '(.+)' values must not be empty\.")
+
+
+def _as_kafka_3_9(message: str | None) -> str | None:
+    """A refusal at v0-1, which only Kafka 3.9 serves, worded as 3.9 words it:
+    without 4.4's clause on cordoned log directories, and an empty item of a list
+    config refused as one of the values it may not be."""
+    if message is None:
+        return None
+    if message.endswith(_CORDONED):
+        return message[:-len(_CORDONED)] + "."
+    empty = _EMPTY_ITEM.fullmatch(message)
+    if empty and empty.group(1) in TOPIC_CONFIGS:
+        choices = TOPIC_CONFIGS[empty.group(1)].choices or ()
+        return (f"Invalid value  for configuration {empty.group(1)}: "
+                f"String must be one of: {', '.join(choices)}")
+    return message
 
 
 def _refused(name, code, message):

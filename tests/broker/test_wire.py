@@ -168,6 +168,33 @@ def test_create_topics_echoes_configs_as_written_and_refuses_empty_list_items(br
     assert (stored["cleanup.policy"], stored["retention.ms"]) == ("compact,delete", "1000")
 
 
+def test_create_topics_v1_words_its_refusals_as_kafka_3_9(broker):
+    """v1, which only Kafka 3.9 serves, is answered in 3.9's words (asked of 3.9 in
+    tests/reference); v2 on in 4.4's."""
+    ct = CreateTopicsRequest
+    config = ct.CreatableTopic.CreatableTopicConfig
+    topics = [ct.CreatableTopic(name="wire-v1-rf3", num_partitions=1, replication_factor=3,
+                                assignments=[], configs=[]),
+              ct.CreatableTopic(name="wire-v1-gap", num_partitions=1, replication_factor=1,
+                                assignments=[],
+                                configs=[config(name="cleanup.policy", value="compact,,delete")])]
+    answers = {}
+    with RawClient(broker.port) as client:
+        for version in (1, 2):
+            response = client.request(ct[version](topics=topics, timeout_ms=1000,
+                                                  validate_only=True))
+            answers[version] = {t.name: t.error_message for t in response.topics}
+    rf3 = ("Unable to replicate the partition 3 time(s): The target replication factor of 3 "
+           "cannot be reached because only 1 broker(s) are registered")
+    assert answers[1] == {
+        "wire-v1-rf3": rf3 + ".",
+        "wire-v1-gap": "Invalid value  for configuration cleanup.policy: String must be one of: "
+                       "compact, delete"}
+    assert answers[2] == {
+        "wire-v1-rf3": rf3 + " or some brokers have all their log directories cordoned.",
+        "wire-v1-gap": "Configuration 'cleanup.policy' values must not be empty."}
+
+
 def test_create_topics_v7_duplicate_and_manual_assignment(broker):
     ct = CreateTopicsRequest
     assign = ct.CreatableTopic.CreatableReplicaAssignment

@@ -87,9 +87,6 @@ class Side:
         return self._labels[topic_id]
 
 
-_CORDONED = " or some brokers have all their log directories cordoned."
-
-
 class Normalizer:
     """Replaces the fields that legitimately differ between two brokers."""
 
@@ -102,8 +99,6 @@ class Normalizer:
             self._before_elr(answer)
             self._before_kip_1030(answer)
             self._drop_configs(answer, _ONLY_IN_4_X)
-        if self.side.before_elr and api_key == 19:
-            self._before_kip_1066(answer)
         if self.side.kafka_3_9 and api_key in (19, 32):
             self._drop_configs(answer, _ONLY_IN_3_9)
         if api_key == 18:
@@ -197,16 +192,6 @@ class Normalizer:
                     if item["name"] in _TIMESTAMP_AFTER_MAX and item["value"] == "3600000" \
                             and default:
                         item["value"] = str((1 << 63) - 1)
-
-    @staticmethod
-    def _before_kip_1066(answer: dict) -> None:
-        """Kafka 4.4 (KIP-1066, log directories cordoned) ends its refusal of a
-        replication factor above the broker count with a clause 3.9 does not
-        have: kcoord's message (4.4's) as 3.9 words it."""
-        for topic in answer.get("topics", []):
-            message = topic.get("error_message")
-            if message and message.endswith(_CORDONED):
-                topic["error_message"] = message[:-len(_CORDONED)] + "."
 
     @staticmethod
     def _dev_default_source(entry: dict) -> None:

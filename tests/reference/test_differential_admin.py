@@ -302,8 +302,9 @@ def test_create_topics_segment_bytes_floor_as_kafka_4_4(diff):
                        "validate_only": True})
 
 
-def _kafka_4_cases(tag):
-    """Refused as Kafka 4 words it (its ``ValidList``): an empty item of a list."""
+def _list_item_cases(tag):
+    """An empty item of a list: refused as Kafka 4 words it (its ``ValidList``),
+    and at v0-1 as Kafka 3.9 does."""
     return [_topic(f"ct-{tag}-{label}", 1, configs=[("cleanup.policy", value)])
             for label, value in (("list-gap", "compact,,delete"), ("list-trail", "delete,"),
                                  ("list-lead", ",delete"), ("list-commas", ","),
@@ -347,9 +348,7 @@ def newest_reference(key: int) -> list[tuple[str, int]]:
 @pytest.mark.parametrize("which,version", newest_reference(19))
 def test_create_topics_errors_match_kafka(diff, which, version):
     d = diff(which)
-    cases = _reject_cases(f"v{version}")
-    if which == "main":
-        cases += _kafka_4_cases(f"v{version}")
+    cases = _reject_cases(f"v{version}") + _list_item_cases(f"v{version}")
     answer = _create(d, version, *cases)
     assert len(answer["topics"]) == len(cases)
     assert all(t["error_code"] != 0 for t in answer["topics"])
