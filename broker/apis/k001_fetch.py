@@ -23,7 +23,10 @@
   high watermark and the aborted transaction list is empty (null for
   read_uncommitted, as Kafka sends).
 - v0-3 get legacy messages (magic 0 for v0-1, magic 1 for v2-3), converted as
-  Kafka 3.x does; zstd batches need v10 (UNSUPPORTED_COMPRESSION_TYPE below).
+  Kafka 3.x does, which refuses a first zstd batch (UNSUPPORTED_COMPRESSION_TYPE:
+  it cannot be down-converted); v4-9 get zstd batches as they are.  A topic whose
+  compression.type is zstd is refused below v10 whatever it holds, as KafkaApis
+  refuses it.
 - Fetch sessions (v7+, KIP-227, ``broker.topics.fetch_sessions``): a full
   fetch with epoch 0 opens a session; incremental fetches name only what
   changed and are answered with only the partitions that have something new.
@@ -83,9 +86,16 @@ def _error(index: int, code: ErrorCode, unknown: bool = False) -> dict:
             "preferred_read_replica": -1, "records": b""}
 
 
+def _no_zstd(index: int) -> dict:
+    # FetchResponse.partitionResponse: an empty aborted list and no records
+    answer = _error(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, unknown=True)
+    answer["records"] = None
+    return answer
+
+
 def _starts_with_zstd(data) -> bool:
-    """KafkaApis looks at the first batch only; a later zstd batch goes out as it
-    is (v4-9) or ends the down-converted data (v0-3)."""
+    """Down-conversion (v0-3) fails on a first zstd batch only; a later one ends
+    the down-converted data."""
     for pos, _size, magic in iter_entries(data, partial_ok=True):
         return magic == 2 and batch_header(data, pos).compression == compression.ZSTD
     return False
@@ -136,6 +146,11 @@ class _Reader:
         view = find_partition(self.ctx.broker, want.name, want.partition)
         if view is None:
             return _error(want.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, unknown=True)
+        if self.version < 10 and \
+                self.ctx.broker.log_config(want.name).compression_type == "zstd":
+            # KafkaApis.maybeConvertFetchedData: a zstd topic is read from v10 on,
+            # whatever the batches read (or the error reading them) would be.
+            return _no_zstd(want.partition)
         if want.topic_id != ZERO_UUID and self.ctx.broker.topics.get(want.name).topic_id \
                 != want.topic_id:
             # A session partition named by the id of a topic since deleted and
@@ -159,8 +174,8 @@ class _Reader:
             return _error(want.partition, ErrorCode.OFFSET_OUT_OF_RANGE)
         except StorageError as exc:
             return _error(want.partition, exc.code)
-        if data and version < 10 and _starts_with_zstd(data):
-            return _error(want.partition, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+        if data and version <= 3 and _starts_with_zstd(data):
+            return _no_zstd(want.partition)  # (it cannot be down-converted)
         if view.log is not None and want.offset < view.log.active_segment.base_offset:
             self.older_segment = True
         aborted = None

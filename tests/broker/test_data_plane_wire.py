@@ -196,6 +196,33 @@ def test_fetch_errors(wire):
         (E.FETCH_SESSION_ID_NOT_FOUND, [])
 
 
+def test_zstd_batches_below_fetch_v10_as_kafka_serves_them(wire):
+    """A zstd batch goes to Fetch v4-9 as it is, and refuses only the down-conversion
+    of v0-3 when it comes first; a topic whose compression.type is zstd is read
+    from v10 on only (asked of Kafka in tests/reference)."""
+    _create(wire, "dp-zstd-producer")
+    _create(wire, "dp-zstd-topic", configs=[("compression.type", "zstd")])
+    for topic in ("dp-zstd-producer", "dp-zstd-topic"):
+        _produce(wire, topic, _batch(b"a"))
+        _produce(wire, topic, _batch(b"z", compression_type=compression.ZSTD))
+
+    def part(topic, offset, version):
+        (answer,) = _fetch(wire, topic, offset, version=version)["responses"][0]["partitions"]
+        return answer
+
+    for version in (4, 9, 10):
+        assert _values(part("dp-zstd-producer", 1, version)["records"]) == [(1, b"z")]
+    converted = part("dp-zstd-producer", 0, 3)  # the first batch converted
+    assert converted["error_code"] == E.NONE and b"a" in converted["records"]
+    refused = part("dp-zstd-producer", 1, 3)
+    assert (refused["error_code"], refused["records"]) == (E.UNSUPPORTED_COMPRESSION_TYPE, None)
+    for version, offset in ((3, 0), (9, 0), (9, 1), (9, 99)):
+        refused = part("dp-zstd-topic", offset, version)
+        assert (refused["error_code"], refused["high_watermark"], refused["records"]) == \
+            (E.UNSUPPORTED_COMPRESSION_TYPE, -1, None)
+    assert _values(part("dp-zstd-topic", 0, 10)["records"]) == [(0, b"a"), (1, b"z")]
+
+
 def test_fetch_by_topic_id(wire):
     _create(wire, "dp-ids")
     _produce(wire, "dp-ids", _batch(b"a"))

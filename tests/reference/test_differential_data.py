@@ -631,3 +631,35 @@ def test_produce_with_null_records_is_answered(diff, reference_pair, version):
         assert client.call(18, 0, {})["error_code"] == 0  # the connection still serves
     fetched = diff.same(1, 12, _fetch_body(topic, 0))["responses"][0]["partitions"][0]
     assert (fetched["high_watermark"], fetched["records"]) == (0, b"")
+
+
+@pytest.mark.parametrize("topic_codec", ["producer", "zstd"])
+def test_fetch_of_zstd_batches_at_every_version(diff, topic_codec):
+    """A zstd batch needs Fetch v10 only where the topic's compression.type is zstd
+    (KafkaApis refuses any read of such a topic below v10); on a topic taking the
+    producer's codec, v4-9 get zstd batches as they are and v0-3 convert batch by
+    batch, a first zstd batch refused (it cannot be down-converted)."""
+    name = f"dd-{next(_names)}"
+    diff.same(19, 4, {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1,
+                                   "assignments": [], "configs": [
+                                       {"name": "compression.type", "value": topic_codec}]}],
+                      "timeout_ms": 10000, "validate_only": False})
+    for side in (diff.kcoord, diff.kafka):
+        diff.wait_for_topics(side, [name])
+    _wait_until_fetchable(diff, name, 1)
+    for records in (_batch(b"a", b"b"), _batch(b"c", compression_type=compression.ZSTD),
+                    _batch(b"d", b"e", compression_type=compression.GZIP)):
+        ours, theirs = diff.ask(0, 9, _produce_body(name, records))
+        assert ours["responses"][0]["partition_responses"][0]["error_code"] == 0
+    for version in (0, 3, 4, 9, 10, 12):
+        for offset in (0, 2, 3, 99):
+            body = _fetch_body(name, offset)
+            ours, theirs = diff.ask(1, version, body)
+            if topic_codec == "zstd":
+                # The broker recompresses into zstd, each with its own encoder.
+                for answer in (ours, theirs):
+                    part = answer["responses"][0]["partitions"][0]
+                    if part["records"]:
+                        part["records"] = [(b.compression, [(r.offset, r.value) for r in b.records])
+                                           for b in decode_record_set(part["records"])]
+            assert not differences(ours, theirs), (version, offset, differences(ours, theirs))
