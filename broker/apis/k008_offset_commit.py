@@ -1,6 +1,8 @@
-"""OffsetCommit (key 8), versions 1-10.
+"""OffsetCommit (key 8), versions 0-10.
 
-- v0 (offsets in ZooKeeper) is not served, as in KRaft Kafka.
+- v0 stored offsets in ZooKeeper: answered as KRaft Kafka 3.9 answers it,
+  UNSUPPORTED_VERSION for every partition (after the group's authorization),
+  nothing committed.
 - Topics are checked first: an unknown topic or partition gets
   UNKNOWN_TOPIC_OR_PARTITION and is not committed; the rest go to the
   coordinator (member and generation checks, metadata size limit).
@@ -27,13 +29,15 @@ from kcoord.broker.apis.group_support import (
 from kcoord.protocol.errors import ErrorCode
 
 
-@api(key=8, versions=(1, 10))
+@api(key=8, versions=(0, 10))
 def offset_commit(ctx, request):
     version = ctx.api_version
     broker = ctx.broker
     groups = broker.groups
     if not allowed(ctx, READ, GROUP, request.group_id):
         return every_partition(request.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if version == 0:
+        return every_partition(request.topics, ErrorCode.UNSUPPORTED_VERSION)
     named, unknown_ids, answer, offsets = committed_offsets(
         broker, request.topics, version >= 10, version >= 6, ctx)
 

@@ -1,6 +1,8 @@
-"""OffsetFetch (key 9), versions 1-10.
+"""OffsetFetch (key 9), versions 0-10.
 
-- v0 (offsets in ZooKeeper) is not served, as in KRaft Kafka.
+- v0 read offsets from ZooKeeper: answered as KRaft Kafka 3.9 answers it,
+  UNSUPPORTED_VERSION and offset -1 for every partition asked (no
+  authorization check comes first there).
 - v1-7 ask for one group, v8+ for several; null topics (v2+) ask for every
   committed partition.  Unknown topics are not checked: they come back with
   offset -1, as from Kafka.
@@ -71,10 +73,15 @@ def _fetch_authorized(ctx, groups, group_id, topics, member_id, member_epoch, st
         for p in t["partitions"]]} for t in found]
 
 
-@api(key=9, versions=(1, 10))
+@api(key=9, versions=(0, 10))
 def offset_fetch(ctx, request):
     version = ctx.api_version
     groups = ctx.broker.groups
+    if version == 0:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "topics": [
+            {"name": t.name, "partitions": [_partition(i, None, ErrorCode.UNSUPPORTED_VERSION)
+                                            for i in t.partition_indexes]}
+            for t in request.topics or ()]}
     stable = version >= 7 and request.require_stable
     if stable:
         ids = [g.group_id for g in request.groups] if version >= 8 else [request.group_id]

@@ -525,3 +525,28 @@ def test_a_restart_serves_the_same_bytes(make_broker, tmp_path):
         raw, high_watermark = before[topic]
         assert high_watermark == 40 and len(decode_record_set(raw)) == 10
         assert after[topic] == before[topic], topic
+
+
+def test_offset_commit_and_fetch_v0_are_refused_partition_by_partition(wire):
+    """v0 kept offsets in ZooKeeper: a KRaft Kafka 3.9 lists it and answers
+    UNSUPPORTED_VERSION for each partition, and the connection goes on (asked of
+    Kafka 3.9 in tests/reference); nothing is committed."""
+    _create(wire, "dp-zk-offsets", partitions=2)
+    group = f"dp-zk-{uuid.uuid4().hex[:6]}"
+    committed = wire.call(8, 0, {"group_id": group, "topics": [
+        {"name": "dp-zk-offsets", "partitions": [
+            {"partition_index": p, "committed_offset": 5, "committed_metadata": "zk"}
+            for p in (0, 1)]}]})
+    assert [(p["partition_index"], p["error_code"]) for p in
+            committed["topics"][0]["partitions"]] == [(0, E.UNSUPPORTED_VERSION),
+                                                      (1, E.UNSUPPORTED_VERSION)]
+    fetched = wire.call(9, 0, {"group_id": group, "topics": [
+        {"name": "dp-zk-offsets", "partition_indexes": [1]}]})
+    assert [(p["committed_offset"], p["error_code"]) for p in
+            fetched["topics"][0]["partitions"]] == [(-1, E.UNSUPPORTED_VERSION)]
+    now = wire.call(9, 1, {"group_id": group, "topics": [
+        {"name": "dp-zk-offsets", "partition_indexes": [0, 1]}]})
+    assert [p["committed_offset"] for p in now["topics"][0]["partitions"]] == [-1, -1]
+    ranges = {k["api_key"]: k["min_version"] for k in wire.call(18, 3, {
+        "client_software_name": "t", "client_software_version": "1"})["api_keys"]}
+    assert (ranges[8], ranges[9]) == (0, 0)

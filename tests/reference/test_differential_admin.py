@@ -80,7 +80,7 @@ NOT_SERVED = {
 # does, for old clients; OffsetCommit and OffsetFetch v0 kept offsets in
 # ZooKeeper, which a KRaft 3.9 advertises and refuses: kcoord does not advertise
 # them (a decision).
-OLDER_MINIMUM = {0: 0, 1: 0, 2: 0, 8: 1, 19: 0, 20: 0, 23: 0, 32: 0}
+OLDER_MINIMUM = {0: 0, 1: 0, 2: 0, 8: 0, 9: 0, 19: 0, 20: 0, 23: 0, 32: 0}
 
 
 def _ranges(bootstrap: str, version: int = 4) -> dict[int, tuple[int, int]]:
@@ -109,7 +109,7 @@ def test_api_versions_keep_kafka_3_9_s_older_versions(reference_pair):
     kcoord, kafka39 = reference_pair("legacy")
     ours, theirs = _ranges(kcoord.bootstrap), _ranges(kafka39.bootstrap)
     for key, low in OLDER_MINIMUM.items():
-        assert ours[key][0] == (1 if key in (8, 9) else theirs[key][0]), key
+        assert ours[key][0] == theirs[key][0], key
 
 
 @pytest.mark.parametrize("version", versions(18))

@@ -322,6 +322,12 @@ def test_offset_commit_and_fetch_v1_as_kafka_3_9(diff_legacy):
     with GroupScript(diff_legacy) as s:
         s.call("a", 8, 1, commit(group, {(topic, 0): (3, "meta")}))
         s.call("a", 9, 1, fetch(group, {topic: [0, 1]}))
+        # v0 kept offsets in ZooKeeper: refused partition by partition by a KRaft
+        # Kafka 3.9, which nonetheless lists v0 (old clients such as kafka-rust
+        # go on with the connection); nothing is committed.
+        s.call("a", 8, 0, commit(group, {(topic, 0): (7, "zk"), ("dd-missing", 2): (1, "")}))
+        s.call("a", 9, 0, fetch(group, {topic: [0, 1], "dd-missing": [3]}))
+        s.call("a", 9, 1, fetch(group, {topic: [0]}))
 
 
 @pytest.mark.parametrize("version", range(0, 7))
