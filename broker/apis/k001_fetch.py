@@ -240,11 +240,14 @@ async def _down_convert(wanted: list[_Wanted], answers: list[dict], magic: int) 
         data = answer["records"]
         if not data:
             continue
-        if len(data) > _CONVERT_IN_THREAD:
-            answer["records"] = await loop.run_in_executor(
-                None, down_convert_for_fetch, data, magic, want.offset)
-        else:
-            answer["records"] = down_convert_for_fetch(data, magic, want.offset)
+        try:
+            if len(data) > _CONVERT_IN_THREAD:
+                answer["records"] = await loop.run_in_executor(
+                    None, down_convert_for_fetch, data, magic, want.offset)
+            else:
+                answer["records"] = down_convert_for_fetch(data, magic, want.offset)
+        except compression.UnsupportedCodecError:  # zstd first, after control batches
+            answer.update(_no_zstd(answer["partition_index"]))
 
 
 def _session_error(code: ErrorCode) -> dict:

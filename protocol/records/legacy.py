@@ -233,25 +233,45 @@ def down_convert_for_fetch(buf, magic: int, first_offset: int) -> bytes:
     LazyDownConversionRecords sends it.
 
     The size is decided before converting: the size of the v2 data, or of the
-    first converted batch if that is larger (a client can then always read one
-    whole message).  Converted messages beyond it are cut; a shortfall, or a
-    zstd batch that cannot be converted, is filled with an "overflow" entry
-    (offset -1 and a length past the end) that clients skip as a partial
-    message.
+    first batch converted alone if that is larger (a client can then always read
+    one whole message).  After that first batch (Kafka's iterator steps over one
+    batch for it), the rest is converted in chunks of up to 128 KiB of v2 data;
+    a chunk holding a zstd batch fails as a whole.  Converted messages beyond
+    the size are cut; a shortfall, or the failed chunk, is filled with an
+    "overflow" entry (offset -1 and a length past the end) that clients skip as
+    a partial message.  A zstd batch met before any converted one:
+    ``compression.UnsupportedCodecError`` (the partition's error).
     """
     entries = list(iter_entries(buf, partial_ok=True))
     if not entries:
         return b""
-    converted = []
-    for pos, size, _m in entries:
+    view = memoryview(buf)
+
+    def convert(chunk) -> bytes:
+        return down_convert(b"".join(view[pos:pos + size] for pos, size, _m in chunk), magic,
+                            first_offset)
+
+    first = b""
+    for entry in entries:
+        first = convert([entry])
+        if first:
+            break
+    total = max(len(buf), len(first)) if first else LOG_OVERHEAD
+    out = bytearray(first)
+    rest = entries[1:] if first else []
+    i = 0
+    while len(out) < total and i < len(rest):
+        chunk, read = [rest[i]], rest[i][1]
+        i += 1
+        while i < len(rest) and read + rest[i][1] <= _MAX_CONVERTED_READ:
+            chunk.append(rest[i])
+            read += rest[i][1]
+            i += 1
         try:
-            converted.append(down_convert(bytes(memoryview(buf)[pos : pos + size]), magic,
-                                          first_offset))
+            out += convert(chunk)
         except compression.UnsupportedCodecError:
             break
-    first = next((c for c in converted if c), None)
-    total = LOG_OVERHEAD if first is None else max(len(buf), len(first))
-    out = bytearray(b"".join(converted)[:total])
+    del out[total:]
     while len(out) < total:
         remaining = total - len(out)
         overflow = bytearray(max(LOG_OVERHEAD, min(remaining + 1, _MAX_CONVERTED_READ)))

@@ -318,6 +318,30 @@ def test_up_and_down_conversion():
         assert [o for o, *_rest in got] == [0, 1, 2, 3]
 
 
+def test_down_conversion_for_a_fetch_goes_chunk_by_chunk_as_kafka():
+    """The first batch alone, then chunks of up to 128 KiB of v2 data: a chunk
+    holding a zstd batch fails whole (its gzip batch is not sent either), and the
+    answer keeps its size with an overflow entry (asked of Kafka 3.9 in
+    tests/reference)."""
+    first = R.build_batch([Record(None, 5, b"k", b"a")], base_offset=0)
+    gzip = R.build_batch([Record(None, 5, b"k", b"b")], base_offset=1,
+                         compression_type=compression.GZIP)
+    zstd = R.build_batch([Record(None, 5, b"k", b"c")], base_offset=2,
+                         compression_type=compression.ZSTD)
+    for magic in (0, 1):
+        answer = R.down_convert_for_fetch(first + gzip + zstd, magic, 0)
+        assert len(answer) == len(first + gzip + zstd)
+        assert [o for o, *_rest in _read_with(KpMemoryRecords, answer)] == [0]
+        # without the zstd batch, both go
+        answer = R.down_convert_for_fetch(first + gzip, magic, 0)
+        assert [o for o, *_rest in _read_with(KpMemoryRecords, answer)] == [0, 1]
+        # a zstd batch before any converted one refuses the partition
+        marker = R.build_control_batch(0, producer_id=1, producer_epoch=0,
+                                       coordinator_epoch=0, timestamp=5, base_offset=1)
+        with pytest.raises(compression.UnsupportedCodecError):
+            R.down_convert_for_fetch(marker + zstd, magic, 1)
+
+
 def test_down_conversion_starts_uncompressed_batches_at_the_fetch_offset():
     v2 = R.build_batch([Record(None, 5, b"k%d" % i, b"v") for i in range(4)], base_offset=10)
     for magic in (0, 1):
