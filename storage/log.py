@@ -227,7 +227,7 @@ class PartitionLog:
             segment.size = 0
             segment.offset_index.reset()
             segment.time_index.reset()
-        log.info("segment_opened", log=self.name, segment=segment_name(base_offset))
+        log.debug("segment_opened", log=self.name, segment=segment_name(base_offset))
         return segment
 
     # --- offsets -------------------------------------------------------------------------

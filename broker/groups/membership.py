@@ -236,7 +236,7 @@ class GroupMetadataManager:
             return out
         if group.has_all_members_joined():
             return out.merge(self._complete_join(
-                group, now, f"{reason} and every member has joined"))
+                group, now, f"{reason} and every member has joined" if group.members else reason))
         self.timers.schedule(("join", group.group_id), now + group.rebalance_timeout_ms(),
                              ("normal",))
         return out
@@ -248,7 +248,8 @@ class GroupMetadataManager:
             return None  # the initial delay never completes early
         if not group.has_all_members_joined():
             return None
-        return self._complete_join(group, now, "every member has joined")
+        return self._complete_join(group, now, "every member has joined" if group.members
+                                   else "no member is left to wait for")
 
     def _join_timer(self, group_id: str, payload, now: int) -> Outcome | None:
         group = self.classic(group_id)
@@ -261,9 +262,10 @@ class GroupMetadataManager:
                 next_delay = min(self.config.initial_rebalance_delay_ms, remaining)
                 self.timers.schedule(("join", group_id), now + next_delay,
                                      ("initial", next_delay, max(remaining - delay, 0)))
-                log.info("group.initial_delay_extended", group_id=group_id,
-                         generation=group.generation, delay_ms=next_delay,
-                         reason="a new member joined during group.initial.rebalance.delay.ms")
+                if next_delay > 0:  # (with no delay, the join phase just ends in a later turn)
+                    log.info("group.initial_delay_extended", group_id=group_id,
+                             generation=group.generation, delay_ms=next_delay,
+                             reason="a new member joined during group.initial.rebalance.delay.ms")
                 return None
             return self._complete_join(
                 group, now, f"group.initial.rebalance.delay.ms ({payload[1]} ms) is over")
@@ -586,7 +588,8 @@ class GroupMetadataManager:
         if group.state is S.PREPARING_REBALANCE:
             why = "new member joins the rebalance in progress; it waits for the join phase"
         else:
-            why = (f"new member of a {group.state.value} group: a rebalance starts and "
+            article = "an" if group.state.value[0] in "AEIOU" else "a"
+            why = (f"new member of {article} {group.state.value} group: a rebalance starts and "
                    "it waits for the join phase")
         log.info("group.member_joined", group_id=group.group_id, member_id=member_id,
                  group_instance_id=req.group_instance_id, client_id=req.client_id,

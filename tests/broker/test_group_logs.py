@@ -59,6 +59,7 @@ def test_a_group_s_life_is_told_event_by_event(logs):
     assert required["generation"] == 0 and "member id" in required["reason"]
     joined = _one(logs, "group.member_joined", member_id=a)
     assert joined["state"] == "Empty" and "rebalance starts" in joined["reason"]
+    assert "member of an Empty group" in joined["reason"]
     assert joined["client_reason"] is None  # clients before JoinGroup v8 give none
     started = _one(logs, "group.rebalance_started")
     assert (started["generation"], started["previous_state"]) == (0, "Empty")
@@ -112,10 +113,49 @@ def test_a_group_s_life_is_told_event_by_event(logs):
     assert left["reason"] == "LeaveGroup: the consumer is closing"
     empty = _one(logs, "group.empty")
     assert empty["generation"] == 3 and "no members left" in empty["reason"]
+    # (not that every member has joined: none is left to)
+    assert "(no member is left to wait for)" in empty["reason"]
 
     assert h.core.groups["g"].state is S.EMPTY
     for event in _group_events(logs):
         _readable(event)
+
+
+def test_a_group_left_by_its_last_member_says_so(logs):
+    """The last member of a Stable group leaves: the group empties, and the
+    line says who left, not that every member has joined."""
+    h = Harness()
+    (a,) = h.stable_group("g", 1)
+    h.leave("g", a)
+    empty = _one(logs, "group.empty", group_id="g")
+    _readable(empty)
+    assert a in empty["reason"] and "left" in empty["reason"]
+    assert "every member has joined" not in empty["reason"]
+
+
+def test_the_initial_delay_is_said_to_be_extended_only_when_there_is_one(logs):
+    """A member joining during the initial delay extends it (Kafka's
+    tryCompleteInitialRebalanceElseSchedule): said at info with the delay; with
+    the development default of 0 the join phase just ends, and no line claims
+    an extension of 0 ms."""
+    h = Harness(initial_rebalance_delay_ms=3_000)
+    a, _ = h.join_new("g", session=10_000)
+    b, _ = h.join_new("g", session=10_000)
+    h.advance(3_000)
+    extended = _one(logs, "group.initial_delay_extended", group_id="g")
+    assert extended["delay_ms"] == 3_000 and "new member joined" in extended["reason"]
+    _readable(extended)
+    h.advance(3_000)
+    assert _one(logs, "group.generation_started", group_id="g")["members"] == 2
+
+    logs.clear()
+    h0 = Harness(initial_rebalance_delay_ms=0)
+    a, _ = h0.join_new("g0", session=10_000)
+    b, _ = h0.join_new("g0", session=10_000)
+    h0.advance(0)
+    h0.advance(0)
+    assert _one(logs, "group.generation_started", group_id="g0")["members"] == 2
+    assert not [e for e in logs if e["event"] == "group.initial_delay_extended"]
 
 
 def test_members_removed_together_get_one_event_each(logs):

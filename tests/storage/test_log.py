@@ -500,3 +500,21 @@ def test_retention_waits_for_a_structural_change_in_progress(logdir):
     worker.join(30)
     assert done == [len(before)]  # every segment expired: the log rolled first
     assert plog.log_start_offset == plog.log_end_offset
+
+
+def test_opening_a_log_is_one_info_line_and_a_roll_another(logdir):
+    """At INFO a broker's start says one line per partition (``log_opened``, as
+    Kafka's one line per loaded log), not one more for the segment a new
+    partition begins with; a roll is still told (``segment_rolled``)."""
+    import logging
+
+    from tests.support import captured_logs
+
+    with captured_logs(logging.INFO) as events:
+        plog = PartitionLog(logdir, LogConfig(segment_bytes=1000))
+        for _ in range(5):
+            plog.append(batch([b"x" * 200]))
+    names = [e["event"] for e in events]
+    assert names.count("log_opened") == 1 and names.count("segment_rolled") == 1, names
+    assert len(plog.segments) == 2
+    assert "segment_opened" not in names, names
