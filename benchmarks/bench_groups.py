@@ -16,6 +16,11 @@ Figures per broker:
   also against a server that only answers (``commit_ceiling``: canned answers,
   no group, no log): over 1 connection that is the client's own ceiling on this
   machine (over 8 its threads share one interpreter lock: a lower bound only);
+* the same canned answers served as a broker serves, by one event loop
+  (uvloop) in a Python process of its own: its commits per second and its
+  CPU per commit (from /proc), what a broker built this way spends on a
+  commit before any of the commit's own work (issue #21's goal is 30 µs for
+  all of it);
 * heartbeats per second sustained by 20 members of one group (raw wire,
   Heartbeat v4 back to back on 20 connections);
 * three consumers subscribing at once (heartbeat interval 1 s): until one
@@ -656,6 +661,23 @@ def _ceiling() -> dict[int, float]:
                 for n in (1, 8)}
 
 
+def _loop_ceiling() -> dict:
+    """The same canned answers from one event loop in a process of its own, as a
+    broker serves: commits per second and that process's CPU per commit, the
+    least a broker built this way spends on a commit before doing its work."""
+    from benchmarks.commit_ceiling import LoopCommitCeiling
+    server = LoopCommitCeiling("ceiling-topic")
+    figures = {}
+    with server.running():
+        for n in (1, 8):
+            began = cpu_seconds(server.pid)
+            rate = figures[n] = _commits(server.bootstrap, n, COMMIT_SECONDS, topic=server.topic)
+            if began is not None and rate > 0:
+                figures[f"cpu {n}"] = (cpu_seconds(server.pid) - began) / (
+                    rate * COMMIT_SECONDS) * 1e6
+    return figures
+
+
 def run() -> None:
     print("consumer groups: confluent-kafka through kcoord, librdkafka's mock cluster and Kafka")
     with broker_server() as (port, pid):
@@ -725,6 +747,14 @@ def run() -> None:
           f"kcoord/ceiling {ours['commits 1'] / ceiling[1]:.2f}; goal 0.7), {ceiling[8]:,.0f} "
           f"over 8 (a Python server: a lower bound; kcoord/ceiling "
           f"{ours['commits 8'] / ceiling[8]:.2f}, goal 0.6)")
+    loop = _loop_ceiling()
+    line = (f"  the same answers from one event loop (a Python process of its own, uvloop, no "
+            f"work): {loop[1]:,.0f} over 1 connection ({loop[1] / ceiling[1]:.2f} of the "
+            f"ceiling), {loop[8]:,.0f} over 8 ({loop[8] / ceiling[8]:.2f})")
+    if "cpu 8" in loop:
+        line += (f"; its CPU per commit {loop['cpu 1']:.0f} µs over 1, {loop['cpu 8']:.0f} µs "
+                 f"over 8: a Python broker's cost before a commit's own work")
+    print(line)
     if "cpu per commit 8" in ours:
         print(f"  broker CPU per synchronous commit: {ours['cpu per commit 1']:.0f} µs over 1 "
               f"connection, {ours['cpu per commit 8']:.0f} µs over 8 (goal, issue #21: at "

@@ -65,6 +65,10 @@ def test_benchmarks_run_quick_and_print_their_figures():
                      r"kcoord/ceiling \d+\.\d+; goal 0\.7\), [\d,]+ over 8 .*kcoord/ceiling "
                      r"\d+\.\d+, goal 0\.6\)", out), out
     assert re.search(r"3 consumers started together +kcoord +\d+\.\d+ ms", out), out
+    assert re.search(r"the same answers from one event loop \(a Python process of its own, "
+                     r"uvloop, no work\): [\d,]+ over 1 connection \(\d+\.\d+ of the ceiling\), "
+                     r"[\d,]+ over 8 \(\d+\.\d+\); its CPU per commit \d+ µs over 1, \d+ µs over 8",
+                     out), out
     assert re.search(r"broker CPU per synchronous commit: \d+ µs over 1 connection, \d+ µs over "
                      r"8 \(goal, issue #21: at most 30", out), out
     assert re.search(r"while __consumer_offsets is compacted under a commit storm \(\d+ "
