@@ -290,13 +290,23 @@ class Broker:
             sys.setswitchinterval(self._switch_interval)
             self._switch_interval = None
 
+    def _stop_taking_requests(self) -> None:
+        for conn in list(self.connections):
+            conn.stop_taking_requests()
+
     async def _shut_down(self, grace: float) -> None:
         for server in self._servers:
             server.close()
+        # No connection starts a new request from now on: a client is not
+        # served produce and fetch while its group's commits are refused (it
+        # would process records it cannot commit, and get them again after the
+        # restart).
+        self._stop_taking_requests()
         for server in self._servers:
             # Connections accepted just before are set up before the others
             # are closed, so that none is left open.
             await server.wait_closed()
+        self._stop_taking_requests()
         # The coordinators resign their partitions, as Kafka's do when a broker
         # stops: from now on their requests are answered NOT_COORDINATOR and
         # their timers stop.  Transactions first: the transactions already
@@ -317,7 +327,7 @@ class Broker:
         if busy:
             log.info("broker.stop_waiting", connections=busy, grace_s=grace,
                      reason="requests in progress are answered before their connections "
-                            "close")
+                            "close; no new request is served")
         while any(not c.idle for c in self.connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         for conn in list(self.connections):

@@ -199,6 +199,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._read_paused = False
         self._closed = False
         self._eof = False
+        self._stopping = False  # the broker is stopping: no new request is served
         self._last_active = time.monotonic()
         self._idle_timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task | None = None
@@ -277,6 +278,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return _receive_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
+        if self._stopping:
+            return  # read before reading paused: never served
         self._last_active = self.broker.last_activity = time.monotonic()
         if self._frame_view is not None:
             self._filled += nbytes
@@ -422,7 +425,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._muted_until and time.monotonic() < self._muted_until:
             return  # throttled by a quota
         if len(self._queue) < _MAX_QUEUED_FRAMES // 2 \
-                and self._queued_bytes <= _MAX_QUEUED_BYTES // 2 and not self._closed:
+                and self._queued_bytes <= _MAX_QUEUED_BYTES // 2 and not self._closed \
+                and not self._stopping:
             self._read_paused = False
             self.transport.resume_reading()
 
@@ -739,6 +743,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
     @property
     def idle(self) -> bool:
         return not self._busy and not self._queue
+
+    def stop_taking_requests(self) -> None:
+        """The broker is stopping, as Kafka's socket server stops processing
+        requests: nothing more is read, what was received and not begun is
+        dropped unanswered (its client sends it again once it reconnects), a
+        long-polling Fetch answers at once, and the connection closes once the
+        request in progress is answered (an idle one at once).  A client is
+        never answered a Produce or a Fetch after the coordinators resigned."""
+        if self._closed or self._stopping:
+            return
+        self._stopping = True
+        self._queue.clear()
+        self._queued_bytes = 0
+        if self.transport is not None and not self._read_paused:
+            self._read_paused = True
+            self.transport.pause_reading()
+        self._went_away()
+        if not self._busy:
+            self.close()
 
     def close(self) -> None:
         if not self._closed:
