@@ -9,9 +9,12 @@ All codecs run in cramjam (C/Rust), with gzip from the standard library:
   the xerial magic and falls back to raw, and the writer uses xerial framing
   like the Java client.
 * lz4 (3): the LZ4 frame format with independent blocks (KIP-57), the only
-  form Kafka's ``Lz4BlockOutputStream`` accepts.  Magic 0 messages written by
-  Kafka 0.8/0.9 carry a frame header checksum computed over the magic number
-  too; ``lz4_decompress`` does not verify that byte, so both forms are read.
+  form Kafka's ``KafkaLZ4BlockInputStream`` reads: a frame whose descriptor
+  does not set block independence is refused, as Kafka refuses it ("Dependent
+  block stream is unsupported"), though other readers could decompress it
+  and Java consumers could not.  Magic 0 messages written by Kafka 0.8/0.9
+  carry a frame header checksum computed over the magic number too;
+  ``lz4_decompress`` does not verify that byte, so both forms are read.
 * zstd (4): one or more standard zstd frames.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import gzip as _gzip
 import struct
+import zlib
 
 import cramjam
 
@@ -34,6 +38,11 @@ BY_NAME = {name: codec for codec, name in NAMES.items()}
 
 class UnsupportedCodecError(ValueError):
     """A codec id outside 0-4, or a codec the record format does not allow."""
+
+
+class DecompressionError(ValueError):
+    """Bytes a codec cannot decompress (Kafka: a KafkaException from the codec's
+    input stream, which a Produce is answered UNKNOWN_SERVER_ERROR for)."""
 
 
 # snappy-java SnappyOutputStream header: magic, version 1, min compatible 1.
@@ -101,8 +110,15 @@ def lz4_compress(data, level: int | None = None) -> bytes:
     return bytes(compressor.finish())
 
 
+_LZ4_MAGIC = b"\x04\x22\x4d\x18"
+_LZ4_BLOCK_INDEPENDENCE = 0x20  # in the frame descriptor's FLG byte
+
+
 def lz4_decompress(data) -> bytes:
-    return bytes(cramjam.lz4.decompress(bytes(data)))
+    data = bytes(data)
+    if len(data) > 4 and data[:4] == _LZ4_MAGIC and not data[4] & _LZ4_BLOCK_INDEPENDENCE:
+        raise DecompressionError("Dependent block stream is unsupported")
+    return bytes(cramjam.lz4.decompress(data))
 
 
 def zstd_compress(data, level: int | None = None) -> bytes:
@@ -140,13 +156,19 @@ def compress(codec: int, data, level: int | None = None) -> bytes:
 
 
 def decompress(codec: int, data) -> bytes:
+    """``data`` decompressed; DecompressionError for bytes the codec cannot read."""
     if codec == NONE:
         return bytes(data)
     try:
         fn = _DECOMPRESS[codec]
     except KeyError:
         raise UnsupportedCodecError(f"unknown compression codec {codec}") from None
-    return fn(data)
+    try:
+        return fn(data)
+    except DecompressionError:
+        raise
+    except (ValueError, EOFError, OSError, zlib.error, cramjam.DecompressionError) as exc:
+        raise DecompressionError(f"{NAMES[codec]}: {exc}") from exc
 
 
 # --- LZ4 frames from Kafka 0.8/0.9 (magic 0) ----------------------------------------
@@ -209,4 +231,4 @@ def lz4_decompress_any_checksum(data: bytes) -> bytes:
         end = _lz4_descriptor_end(frame)
         if end < len(frame):
             frame[end] = (xxh32(bytes(frame[4:end])) >> 8) & 0xFF
-    return lz4_decompress(bytes(frame))
+    return decompress(LZ4, bytes(frame))

@@ -61,6 +61,11 @@ class InvalidRecordError(StorageError):
         self.record_errors = record_errors or []
 
 
+class UndecompressableBatchError(StorageError):
+    """A batch whose records its codec cannot decompress (Kafka: the codec's
+    KafkaException, answered UNKNOWN_SERVER_ERROR)."""
+
+
 class InvalidTimestampError(InvalidRecordError):
     """A record timestamp outside the topic's bounds (InvalidTimestampException)."""
 
@@ -85,6 +90,7 @@ __all__ = [
     "CorruptBatchError",
     "InvalidRecordError",
     "InvalidTimestampError",
+    "UndecompressableBatchError",
     "LogClosedError",
     "KafkaStorageError",
     "CorruptRecordError",

@@ -60,6 +60,7 @@ from kcoord.storage.errors import (
     InvalidTimestampError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
+    UndecompressableBatchError,
 )
 
 
@@ -143,6 +144,8 @@ def validate_and_assign(buf: bytearray, *, tp: str, config: LogConfig, next_offs
                 if largest > limit:
                     raise InvalidRecordError(f"Invalid record size: {largest} exceeds the "
                                              f"configured maximum record size of {limit}.")
+        except compression.DecompressionError as exc:
+            raise UndecompressableBatchError(f"{exc} in topic partition {tp}") from exc
         except (CorruptRecordError, ValueError, OSError, compression.UnsupportedCodecError) as exc:
             raise InvalidRecordError(f"{exc} in topic partition {tp}") from exc
         _check_records(header, walked, config, now, tp, offset)

@@ -144,6 +144,9 @@ def _batch_for_append(records, version: int) -> bytes | None:
         return whole
     try:
         return legacy_as_batch(whole)
+    except compression.DecompressionError:
+        # the codec's KafkaException, as for a v2 batch (UndecompressableBatchError)
+        raise _Refused(ErrorCode.UNKNOWN_SERVER_ERROR, None) from None
     except CorruptRecordError as exc:
         raise _Refused(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
 

@@ -384,6 +384,34 @@ def test_lz4_kafka08_header_checksum():
     assert compression.lz4_decompress_any_checksum(compression.lz4_compress(data)) == data
 
 
+def test_lz4_frames_of_dependent_blocks_are_refused_as_kafka_refuses_them():
+    """lz4 itself reads them; Kafka's KafkaLZ4BlockInputStream does not (and a
+    Java consumer could not read them back)."""
+    import cramjam
+    linked = cramjam.lz4.Compressor(level=9, content_checksum=False, block_linked=True)
+    linked.compress(b"hello kafka " * 100)
+    frame = bytes(linked.finish())
+    assert bytes(cramjam.lz4.decompress(frame)) == b"hello kafka " * 100
+    with pytest.raises(compression.DecompressionError, match="Dependent block stream"):
+        compression.decompress(compression.LZ4, frame)
+
+
+@pytest.mark.parametrize("codec, data", [
+    (compression.GZIP, compression.gzip_compress(b"x" * 100)[:-10]),  # EOFError
+    (compression.GZIP, b"not gzip at all"),  # BadGzipFile
+    (compression.GZIP, b"\x1f\x8b\x08\x00" + b"\x00" * 6 + b"\xff" * 20),  # zlib.error
+    (compression.SNAPPY, b"\xff" * 40),
+    (compression.SNAPPY, b"\x82SNAPPY\x00" + b"\x00" * 8 + b"\x00\x00\x01"),  # xerial, cut
+    (compression.LZ4, b"\x04\x22\x4d\x18" + b"\xff" * 30),
+    (compression.ZSTD, b"\x28\xb5\x2f\xfd" + b"\xff" * 30),
+])
+def test_bytes_a_codec_cannot_read_raise_one_error(codec, data):
+    """Whatever the codec's library raises, the caller gets DecompressionError
+    (a Produce is answered UNKNOWN_SERVER_ERROR for it, as Kafka answers)."""
+    with pytest.raises(compression.DecompressionError):
+        compression.decompress(codec, data)
+
+
 def test_unknown_codec_is_rejected():
     with pytest.raises(compression.UnsupportedCodecError):
         compression.decompress(6, b"")

@@ -118,6 +118,53 @@ def test_produce_refusals(diff, version):
     diff.same(1, 11, _fetch_body(topic, 0))
 
 
+def _undecompressable() -> list[tuple[str, bytes]]:
+    """Batches whose CRC is right but whose codec cannot read their records:
+    Kafka answers UNKNOWN_SERVER_ERROR (its codec's KafkaException) and the
+    connection goes on; and a legacy wrapper of the same kind."""
+    import gzip
+
+    import cramjam
+
+    from kcoord.protocol.records.build import assemble_batch, encode_records
+    from kcoord.protocol.records.legacy import _legacy_entry
+
+    plain = encode_records([Record(None, TS, b"k", b"v" * 100)], 0, TS)
+    linked = cramjam.lz4.Compressor(level=9, content_checksum=False, block_linked=True)
+    linked.compress(plain)
+    payloads = [
+        ("gzip cut short", compression.GZIP, gzip.compress(plain)[:-10]),
+        ("not gzip", compression.GZIP, b"not gzip at all" * 4),
+        ("snappy garbage", compression.SNAPPY, b"\xff" * 40),
+        ("lz4 garbage", compression.LZ4, b"\x04\x22\x4d\x18" + b"\xff" * 30),
+        # readable by lz4 itself, not by Kafka's KafkaLZ4BlockInputStream
+        ("lz4 dependent blocks", compression.LZ4, bytes(linked.finish())),
+        ("lz4 header checksum", compression.LZ4,
+         compression.lz4_compress_broken_checksum(plain)),
+        ("zstd garbage", compression.ZSTD, b"\x28\xb5\x2f\xfd" + b"\xff" * 30),
+        ("zstd cut short", compression.ZSTD, compression.zstd_compress(plain)[:-5]),
+    ]
+    cases = [(name, assemble_batch(payload, attributes=codec, records_count=1,
+                                   base_timestamp=TS, max_timestamp=TS))
+             for name, codec, payload in payloads]
+    cases.append(("magic 1 gzip wrapper of garbage",
+                  _legacy_entry(0, 1, compression.GZIP, TS, None, b"not gzip at all" * 4)))
+    return cases
+
+
+def test_produce_of_records_a_codec_cannot_decompress(diff):
+    topic = _topic(diff)
+    for name, records in _undecompressable():
+        # legacy message sets: Produce v0-2 only
+        version = 2 if name.startswith("magic 1") else 7
+        ours, theirs = diff.ask(0, version, _produce_body(topic, records))
+        assert not differences(ours, theirs), (name, differences(ours, theirs))
+        assert ours["responses"][0]["partition_responses"][0]["error_code"] == -1, name
+    # The connection goes on, and nothing of them was appended.
+    diff.same(0, 7, _produce_body(topic, _batch(b"after")))
+    diff.same(1, 11, _fetch_body(topic, 0))
+
+
 def test_fetch_errors(diff):
     topic = _topic(diff)
     diff.same(0, 9, _produce_body(topic, _batch(b"a")))
