@@ -122,7 +122,8 @@ def _parse_value(defn: ConfigDef, raw: Any) -> Any:
             raise ConfigValueError(defn.name, raw, "Not a number of type DOUBLE")
         value = float(text.rstrip("fFdD").replace("Infinity", "inf"))
     elif defn.type == LIST:
-        value = _LIST_SEPARATOR.split(text) if text else []
+        # ConfigDef.parseType: a value given twice is kept once, where first given
+        value = list(dict.fromkeys(_LIST_SEPARATOR.split(text))) if text else []
         if defn.choices is not None:  # Kafka's ValidList, item by item
             for item in value:
                 if not item:
@@ -223,8 +224,10 @@ def _assignors_problem(values: list[str]) -> str | None:
     for name in names:
         if name not in ("uniform", "range"):
             return f"{name} is not a server assignor kcoord has (uniform, range)"
-    if len(set(names)) != len(names):
-        return "an assignor is listed twice"
+    for i, name in enumerate(names):
+        if name in names[:i]:  # one by its name, once by its class (Kafka 4.4's words)
+            return (f"Assignor name '{name}' is already registered by another configured "
+                    f"assignor. Assignor names, whether built-in or custom, must be unique")
     if not names:
         return "at least one assignor is needed"
     return None

@@ -206,7 +206,10 @@ def check(config, configs: dict[str, str]) -> dict[str, Any]:
             parsed[name] = parse_config_value(entry.defn, raw)
         except ConfigValueError as exc:
             raise GroupConfigError(str(exc)) from None
-    tags = parsed.get("streams.rack.aware.assignment.tags", [])
+    # Checked as given: a list's repeated values are dropped by its parse (Kafka's
+    # ConfigDef), but GroupConfig refuses repeated tags before that.
+    raw_tags = configs.get("streams.rack.aware.assignment.tags")
+    tags = [t.strip() for t in raw_tags.split(",")] if raw_tags else []
     if len(set(tags)) != len(tags):
         raise GroupConfigError("streams.rack.aware.assignment.tags must not contain duplicate "
                                "tag keys.")

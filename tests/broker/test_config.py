@@ -182,6 +182,9 @@ def test_consumer_group_protocol_settings_are_checked_as_kafka_checks_them():
     assert assignor_names(config["group.consumer.assignors"]) == ("range", "uniform")
     default = BrokerConfig.build({}, warn=False)
     assert assignor_names(default["group.consumer.assignors"]) == ("uniform", "range")
+    # a list's value given twice is kept once (Kafka 4.4's ConfigDef, with a warning)
+    twice = BrokerConfig.build({"group.consumer.assignors": "range,uniform,range"}, warn=False)
+    assert assignor_names(twice["group.consumer.assignors"]) == ("range", "uniform")
     assert default["group.coordinator.rebalance.protocols"] == ["classic", "consumer"]
     assert default["group.consumer.migration.policy"] == "bidirectional"
     refused = [
@@ -191,7 +194,9 @@ def test_consumer_group_protocol_settings_are_checked_as_kafka_checks_them():
         ({"group.consumer.migration.policy": "sideways"},
          "String must be one of (case insensitive): bidirectional, upgrade, downgrade, "
          "disabled"),
-        ({"group.consumer.assignors": "uniform,uniform"}, "listed twice"),
+        ({"group.consumer.assignors":
+          "uniform,org.apache.kafka.coordinator.group.assignor.UniformAssignor"},
+         "Assignor name 'uniform' is already registered by another configured assignor."),
         ({"group.consumer.heartbeat.interval.ms": "100"},
          "group.consumer.heartbeat.interval.ms must be greater than or equal to "
          "group.consumer.min.heartbeat.interval.ms"),

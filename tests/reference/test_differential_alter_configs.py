@@ -56,6 +56,28 @@ def _values(described: dict) -> dict:
             for r in described["results"]}
 
 
+def test_a_list_value_given_twice_is_kept_once(d):
+    """Kafka's ConfigDef keeps each value of a list once, in the order first
+    given, at creation and at a change (what it was sent is echoed back)."""
+    n = next(_names)
+    given = {f"dup-{n}-{i}": value for i, value in enumerate(
+        ["compact,delete,compact", "delete,delete", " delete , compact , delete "])}
+    for name, value in given.items():
+        created = d.same(19, 5, {"topics": [{"name": name, "num_partitions": 1,
+                                             "replication_factor": 1, "assignments": [],
+                                             "configs": [{"name": "cleanup.policy",
+                                                          "value": value}]}],
+                                 "timeout_ms": 10000, "validate_only": False})
+        assert created["topics"][0]["error_code"] == 0
+    values = _values(describe(d, *given))
+    assert [values[name]["cleanup.policy"] for name in given] == [
+        ("compact,delete", 1), ("delete", 1), ("delete,compact", 1)]
+    t = f"dup-{n}-set"
+    _topics(d, t)
+    d.same(44, 1, inc(res(t, ("cleanup.policy", 0, "delete,compact,delete"))))
+    assert _values(describe(d, t))[t]["cleanup.policy"] == ("delete,compact", 1)
+
+
 @pytest.mark.parametrize("version", [0, 1])
 def test_incremental_alter_configs_changes_a_topic_as_on_kafka(d, version):
     n = next(_names)
