@@ -188,7 +188,8 @@ class PartitionLog:
                 # covers them before the recovery point moves past them.
                 self.flusher.written(segment)
         # A segment that holds nothing after the previous one's end is still the active one.
-        if not self.segments:
+        found = bool(self.segments)  # else a new log: nothing was there to recover
+        if not found:
             start = log_start_offset or 0
             self._append_segment(self._new_segment(start))
         self.segments[-1].next_offset = max(
@@ -206,7 +207,7 @@ class PartitionLog:
             log_start_offset=self.log_start_offset,
             log_end_offset=self.log_end_offset,
             size=self.size_bytes,
-            recovered=not clean_shutdown,
+            recovered=found and not clean_shutdown,
         )
 
     def _append_segment(self, segment: LogSegment) -> None:

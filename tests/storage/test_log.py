@@ -518,3 +518,10 @@ def test_opening_a_log_is_one_info_line_and_a_roll_another(logdir):
     assert names.count("log_opened") == 1 and names.count("segment_rolled") == 1, names
     assert len(plog.segments) == 2
     assert "segment_opened" not in names, names
+    # a new log has nothing to recover; one opened after a crash (no clean
+    # shutdown recorded) says it was recovered
+    assert [e["recovered"] for e in events if e["event"] == "log_opened"] == [False]
+    plog.close()
+    with captured_logs(logging.INFO) as events:
+        PartitionLog(logdir, LogConfig(segment_bytes=1000), clean_shutdown=False).close()
+    assert [e["recovered"] for e in events if e["event"] == "log_opened"] == [True]
