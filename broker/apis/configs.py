@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import heapq
+
 from kcoord.broker.groups.group_configs import (
     DYNAMIC_GROUP_CONFIG,
     GROUP_CONFIGS,
@@ -89,7 +91,38 @@ def topic_config_entries(broker, overrides: dict[str, str | None]) -> list[dict]
     ]
 
 
+class CustomConfigDef:
+    """What a listing reads of a dynamic broker config kcoord does not know (a
+    custom one): Kafka lists it with no value (it could be a secret), no type
+    and no documentation, read-only."""
+
+    type = PASSWORD
+    doc = None
+    config_type = 0
+    internal = False
+
+
+def _custom_values(broker, levels: tuple[str, ...]):
+    """The custom dynamic configs set at ``levels`` ("broker" this broker's, ""
+    the cluster's), each with its synonyms, the finest level first."""
+    sources = {"broker": DYNAMIC_BROKER_CONFIG, "": DYNAMIC_DEFAULT_BROKER_CONFIG}
+    names = sorted({name for level in levels for name in broker.broker_configs.get(level, {})
+                    if name not in BROKER_CONFIGS})
+    for name in names:
+        synonyms = [{"name": name, "value": None,
+                     "source": sources[level]}
+                    for level in levels if name in broker.broker_configs.get(level, {})]
+        yield name, None, synonyms[0]["source"], synonyms, CustomConfigDef
+
+
 def broker_config_values(broker):
+    """Every broker config kcoord has, and the custom ones set dynamically, by name."""
+    yield from heapq.merge(_known_broker_values(broker),
+                           _custom_values(broker, ("broker", "")),
+                           key=lambda entry: entry[0])
+
+
+def _known_broker_values(broker):
     config = broker.config
     for name, defn in sorted(BROKER_CONFIGS.items()):
         if defn.internal:
@@ -138,7 +171,13 @@ def group_config_values(broker, group_id: str):
 
 
 def cluster_default_values(broker):
-    """The cluster-wide dynamic broker defaults that are set (resource name "")."""
+    """The cluster-wide dynamic broker defaults that are set (resource name ""),
+    custom ones included."""
+    yield from heapq.merge(_known_cluster_defaults(broker), _custom_values(broker, ("",)),
+                           key=lambda entry: entry[0])
+
+
+def _known_cluster_defaults(broker):
     own = broker.broker_configs.get("", {})
     for name in sorted(own):
         defn = BROKER_CONFIGS.get(name)

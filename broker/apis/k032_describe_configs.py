@@ -32,7 +32,7 @@ from kcoord.broker.apis.configs import (
 )
 from kcoord.broker.apis.authz import DESCRIBE_CONFIGS
 from kcoord.broker.apis.config_changes import AUTHORIZATION_MESSAGES, config_refusal
-from kcoord.broker.config import DYNAMIC_BROKER_CONFIGS, PASSWORD, java_integer
+from kcoord.broker.config import BROKER_CONFIGS, DYNAMIC_BROKER_CONFIGS, PASSWORD, java_integer
 from kcoord.broker import logs
 from kcoord.broker.topics.manager import validate_topic_name
 from kcoord.protocol.errors import ErrorCode
@@ -146,7 +146,8 @@ def describe_configs(ctx, request):
             if name == "" and res.resource_type == BROKER:
                 result["configs"] = _entries(cluster_default_values(broker), keys,
                                              request.include_synonyms,
-                                             request.include_documentation, read_only=False)
+                                             request.include_documentation,
+                                             read_only=lambda n: n not in BROKER_CONFIGS)
             elif refused:
                 result["error_code"] = ErrorCode.INVALID_REQUEST
                 result["error_message"] = refused

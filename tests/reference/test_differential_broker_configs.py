@@ -22,6 +22,9 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 KEYS = ["log.cleaner.delete.retention.ms", "producer.id.expiration.ms", "min.insync.replicas", "log.cleanup.policy", "log.retention.ms",
         "log.index.interval.bytes"]
 
+# Names no broker knows: custom configs, kept and listed without their values.
+CUSTOM = ["no.such", "my.custom.both", "my.custom.default"]
+
 
 @pytest.fixture
 def d(scratch_kafka, make_broker):
@@ -29,7 +32,7 @@ def d(scratch_kafka, make_broker):
     differential = Differential(kcoord.bootstrap, scratch_kafka.bootstrap, "Kafka 4.4")
     yield differential
     for name in ("1", ""):  # undo every change of the test on Kafka
-        differential.ask(44, 1, _body(name, *[(k, DELETE, None) for k in KEYS + ["no.such"]
+        differential.ask(44, 1, _body(name, *[(k, DELETE, None) for k in KEYS + CUSTOM
                                               if k != "min.insync.replicas"]))
 
 
@@ -118,6 +121,26 @@ def test_other_changes_as_kafka_4_4(d):
     alter(d, "1", ("min.insync.replicas", SET, "1"))  # refused per broker (ELR)
     alter(d, "", ("min.insync.replicas", SET, "1"))
     describe(d, [(BROKER, "", KEYS), (BROKER, "1", KEYS)])
+
+
+def test_custom_configs_are_listed_without_their_values_as_kafka_4_4(d):
+    alter(d, "1", ("no.such", SET, "secret"), ("my.custom.both", SET, "a"))
+    alter(d, "", ("my.custom.both", SET, "b"), ("my.custom.default", SET, "c"))
+    # asked by name: the same answers, synonyms included
+    broker, default = describe(d, [(BROKER, "1", CUSTOM), (BROKER, "", CUSTOM)])
+    assert [(c["name"], c["value"], c["config_source"], c["is_sensitive"], c["read_only"])
+            for c in broker["configs"]] == [("my.custom.both", None, 2, True, True),
+                                            ("my.custom.default", None, 3, True, True),
+                                            ("no.such", None, 2, True, True)]
+    assert [c["name"] for c in default["configs"]] == ["my.custom.both", "my.custom.default"]
+    # in the whole listing of each level (whose other entries are kcoord's
+    # own: docs/deviations.md), the same entries
+    ours, theirs = d.ask(32, 4, {"resources": [
+        {"resource_type": BROKER, "resource_name": n, "configuration_keys": None}
+        for n in ("1", "")], "include_synonyms": True, "include_documentation": False})
+    for side in (ours, theirs):
+        assert [[c for c in r["configs"] if c["name"] in CUSTOM] for r in side["results"]] == [
+            broker["configs"], default["configs"]]
 
 
 @pytest.mark.parametrize("name", ["01", "+1", "x", " 1", "-1", "+7", "007", "2147483648"])
