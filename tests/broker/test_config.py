@@ -213,3 +213,30 @@ def test_consumer_group_protocol_settings_are_checked_as_kafka_checks_them():
         with pytest.raises(ValueError) as info:
             BrokerConfig.build(properties, warn=False)
         assert reason in str(info.value), properties
+
+
+@pytest.mark.parametrize("kafka_defaults, delay, segment", [(False, "0", "67108864"),
+                                                            (True, "3000", "1073741824")])
+def test_development_defaults_are_described_as_defaults(kafka_defaults, delay, segment):
+    """DescribeConfigs tells kcoord's development defaults as what they are,
+    its defaults (DEFAULT_CONFIG), broker-wide and as a topic's synonym; with
+    --kafka-defaults, Kafka's own defaults the same way."""
+    from kcoord.broker.embedded import EmbeddedBroker
+    from kcoord.protocol.client import WireClient
+    from tests.broker.wire_ops import create_topic
+
+    with EmbeddedBroker(kafka_defaults=kafka_defaults) as broker, \
+            WireClient.to(broker.bootstrap) as wire:
+        create_topic(wire, "t")
+        answer = wire.call(32, 4, {"resources": [
+            {"resource_type": 4, "resource_name": "1",
+             "configuration_keys": ["group.initial.rebalance.delay.ms", "log.segment.bytes"]},
+            {"resource_type": 2, "resource_name": "t", "configuration_keys": ["segment.bytes"]}],
+            "include_synonyms": True, "include_documentation": False})
+    described = [(c["name"], c["value"], c["config_source"],
+                  [(s["name"], s["source"]) for s in c["synonyms"]])
+                 for r in answer["results"] for c in r["configs"]]
+    assert described == [
+        ("group.initial.rebalance.delay.ms", delay, 5, [("group.initial.rebalance.delay.ms", 5)]),
+        ("log.segment.bytes", segment, 5, [("log.segment.bytes", 5)]),
+        ("segment.bytes", segment, 5, [("log.segment.bytes", 5)])]
