@@ -276,3 +276,16 @@ def captured_logs(level: int = logging.INFO):
             yield captured
     finally:
         structlog.configure(wrapper_class=wrapper)
+
+
+def closed_by_broker(client, wait: float = 5) -> bool:
+    """Whether the broker closes a WireClient's connection (within ``wait``
+    seconds) with no answer before the close, instead of leaving it open; a
+    request sent to a closed connection may find it reset."""
+    client.sock.settimeout(wait)
+    try:
+        return client.sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False

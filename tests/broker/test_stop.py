@@ -15,6 +15,7 @@ from kcoord.protocol.client import WireClient
 from kcoord.protocol.errors import ErrorCode as E
 from kcoord.protocol.records import Record, build_batch
 from tests.broker.wire_ops import create_topic, produce
+from tests.support import closed_by_broker
 
 FETCH_WAIT_MS = 30_000  # far beyond the stop's grace (5 s): a stop that waited for it would show
 
@@ -47,17 +48,6 @@ def _accepts(port: int) -> bool:
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
         return True
     except ConnectionRefusedError:
-        return False
-
-
-def _closed(client: WireClient) -> bool:
-    """The broker closed the connection, and no answer came before the close
-    (a request sent to a closed connection may find it reset)."""
-    try:
-        return client.sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
-    except socket.timeout:
         return False
 
 
@@ -97,8 +87,8 @@ def test_a_stop_answers_the_request_in_progress_and_serves_none_after_it(tmp_pat
         # closed without answering its Produce.
         assert fetched["error_code"] == E.NONE
         assert fetched["responses"][0]["partitions"][0]["records"] in (None, b"")
-        assert _closed(poller)
-        assert _closed(idle)
+        assert closed_by_broker(poller)
+        assert closed_by_broker(idle)
         assert stopped_s < 4  # not held by the fetch's wait (nor to the 5 s grace)
     finally:
         if stopping.ident is None:

@@ -27,7 +27,7 @@ from kcoord.protocol.client import WireClient
 from kcoord.protocol.messages import ALL_APIS
 from tests.reference import kafka
 from tests.reference.fixtures import start_reference
-from tests.support import SASL_USERS, Secured
+from tests.support import SASL_USERS, Secured, closed_by_broker
 
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 SCRAM_HASHES = {1: "sha256", 2: "sha512"}
@@ -130,18 +130,6 @@ def pair(tmp_path_factory):
         reference.stop()
 
 
-def _closed(client: WireClient, wait: float = 5) -> bool:
-    """Whether the broker closes the connection (within ``wait`` seconds) instead
-    of leaving it open with nothing more to say."""
-    client.sock.settimeout(wait)
-    try:
-        return client.sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
-    except socket.timeout:
-        return False
-
-
 def _call(client: WireClient, api: int, version: int, body: dict) -> dict | str:
     """The answer to one request, or "closed" when the broker closes the connection
     without one."""
@@ -177,7 +165,7 @@ def test_api_versions_then_a_handshake(pair, version, mechanism):
         seen = {"api_versions": _sasl_versions(client),
                 "handshake": client.call(17, version, {"mechanism": mechanism})}
         if seen["handshake"]["error_code"]:
-            seen["closed"] = _closed(client)
+            seen["closed"] = closed_by_broker(client)
         return seen
 
     ours, theirs = pair.both("SASL_PLAINTEXT", scenario)
@@ -228,7 +216,7 @@ def test_plain_authenticate(pair, case, version):
         if answer == "closed":
             pass
         elif answer["error_code"]:
-            seen["closed"] = _closed(client)
+            seen["closed"] = closed_by_broker(client)
         else:
             seen.update(_serves(client, port))
         return seen
@@ -292,7 +280,7 @@ def test_scram_authenticate(pair, case, mechanism):
                 "first_lifetime": first["session_lifetime_ms"]}
         if first["error_code"]:
             seen["first_bytes"] = first["auth_bytes"]
-            seen["closed"] = _closed(client)
+            seen["closed"] = closed_by_broker(client)
             return seen
         seen["server_first"] = _server_first(first["auth_bytes"], scram.nonce)
         scram.process_server_first_message(first["auth_bytes"])
@@ -302,7 +290,7 @@ def test_scram_authenticate(pair, case, mechanism):
         seen["final"] = {k: v for k, v in final.items() if k != "auth_bytes"}
         if final["error_code"]:
             seen["final_bytes"] = final["auth_bytes"]
-            seen["closed"] = _closed(client)
+            seen["closed"] = closed_by_broker(client)
             return seen
         scram.process_server_final_message(final["auth_bytes"])  # the server's proof holds
         seen["server_final_keys"] = sorted(
@@ -342,7 +330,7 @@ def test_scram_malformed_client_first_messages(pair, case):
                 "lifetime": first["session_lifetime_ms"]}
         if first["error_code"]:
             seen["auth_bytes"] = first["auth_bytes"]
-            seen["closed"] = _closed(client)
+            seen["closed"] = closed_by_broker(client)
         else:
             seen["server_first"] = _server_first(first["auth_bytes"], b"clientnonce0123456789")
         return seen
@@ -380,7 +368,7 @@ def _answer_then(client: WireClient, request: tuple[int, int, dict]) -> dict:
     answer = _call(client, *request)
     if answer == "closed":
         return {"answer": None, "closed": True}
-    return {"answer": answer, "closed": _closed(client)}
+    return {"answer": answer, "closed": closed_by_broker(client)}
 
 
 def _handshake_then(request: tuple[int, int, dict]):
