@@ -278,8 +278,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return _receive_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._stopping:
-            return  # read before reading paused: never served
         self._last_active = self.broker.last_activity = time.monotonic()
         if self._frame_view is not None:
             self._filled += nbytes
@@ -748,8 +746,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """The broker is stopping, as Kafka's socket server stops processing
         requests: nothing more is read, what was received and not begun is
         dropped unanswered (its client sends it again once it reconnects), a
-        long-polling Fetch answers at once, and the connection closes once the
-        request in progress is answered (an idle one at once).  A client is
+        long-polling Fetch answers at once, and the broker closes the
+        connection once the request in progress is answered.  A client is
         never answered a Produce or a Fetch after the coordinators resigned."""
         if self._closed or self._stopping:
             return
@@ -760,8 +758,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._read_paused = True
             self.transport.pause_reading()
         self._went_away()
-        if not self._busy:
-            self.close()
 
     def close(self) -> None:
         if not self._closed:

@@ -47,7 +47,7 @@ def _accepts(port: int) -> bool:
     try:
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
         return True
-    except ConnectionRefusedError:
+    except (ConnectionRefusedError, ConnectionResetError):  # reset: taken as the listener closed
         return False
 
 
@@ -109,3 +109,45 @@ def test_a_stop_answers_the_request_in_progress_and_serves_none_after_it(tmp_pat
                                          "topics": None})
         assert [(t["name"], p["committed_offset"]) for t in committed["topics"]
                 for p in t["partitions"]] == [("t", 1)]
+
+
+def test_a_connection_answered_during_the_stop_reads_nothing_more(tmp_path):
+    """A JoinGroup parked in the initial delay (Kafka's defaults: 3 s) is
+    answered NOT_COORDINATOR by the stop; a Produce its client sent after the
+    stop began, on the same connection, is neither read nor served once that
+    answer is out: it is not in the log after a restart."""
+    broker = EmbeddedBroker(tmp_path, kafka_defaults=True).start()
+    stopping = threading.Thread(target=broker.stop)
+    member = None
+    try:
+        member = WireClient.to(broker.bootstrap, timeout=30)
+        create_topic(member, "t")
+        join_id = member.send(11, 5, {
+            "group_id": "held", "session_timeout_ms": 10000, "rebalance_timeout_ms": 60000,
+            "member_id": "", "group_instance_id": "static-1", "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}]})
+        deadline = time.monotonic() + 10
+        while all(c.idle for c in list(broker.broker.connections)):
+            assert time.monotonic() < deadline, "the join never arrived"
+            time.sleep(0.01)
+        stopping.start()
+        while _accepts(broker.port):
+            assert time.monotonic() < deadline, "the stop never began"
+        member.send(0, 9, _produce_body(b"after the stop began"))
+        try:
+            joined = member.receive(11, 5, join_id)
+        except ConnectionResetError:
+            pass  # closed with the Produce unread: the reset may overtake the answer
+        else:
+            assert joined["error_code"] == E.NOT_COORDINATOR
+            assert closed_by_broker(member)
+    finally:
+        if stopping.ident is None:
+            stopping.start()
+        stopping.join(30)
+        if member is not None:
+            member.close()
+    with EmbeddedBroker(tmp_path) as again, WireClient.to(again.bootstrap) as wire:
+        offsets = wire.call(2, 1, {"replica_id": -1, "topics": [{"name": "t", "partitions": [
+            {"partition_index": 0, "timestamp": -1}]}]})
+        assert offsets["topics"][0]["partitions"][0]["offset"] == 0
