@@ -7,6 +7,10 @@
 - A name given twice in one request: INVALID_REQUEST "Duplicate topic name." for
   that name, as Kafka's ControllerApis answers.
 - ``validate_only`` runs every check and creates nothing.
+- ``timeout_ms`` of 0 or less: REQUEST_TIMED_OUT for every topic named, and
+  nothing created, as Kafka's controller answers (``broker.apis.controller``),
+  unless no topic is left for the controller once names given twice and
+  topics the client may not create are answered.
 - Like Kafka's controller, a request for more than 10,000 partitions in all, or
   one that would write more than 10,000 metadata records (a topic, its
   partitions, its configs), is refused as a whole with POLICY_VIOLATION.
@@ -25,6 +29,7 @@ import re
 from kcoord.broker.apis import api
 from kcoord.broker.apis.authz import CLUSTER, CREATE, TOPIC, allowed, allowed_names
 from kcoord.broker.apis.configs import topic_config_entries
+from kcoord.broker.apis.controller import TIMED_OUT, timed_out
 from kcoord.broker.config import TOPIC_CONFIGS
 from kcoord.broker.topics.manager import TopicError, new_topic_id
 from kcoord.protocol.errors import ErrorCode
@@ -53,6 +58,13 @@ async def create_topics(ctx, request):
     unique = [t for t in request.topics if counts[t.name] == 1]
     results: list[dict] = []
     default = ctx.broker.config["num.partitions"]
+    permitted = None
+    if ctx.broker.authorizer is not None and not allowed(ctx, CREATE, CLUSTER):
+        permitted = allowed_names(ctx, CREATE, TOPIC, [t.name for t in unique])
+    if timed_out(request.timeout_ms) and any(permitted is None or t.name in permitted
+                                             for t in unique):
+        return {"throttle_time_ms": 0, "topics": [_refused(t.name, TIMED_OUT, None)
+                                                  for t in request.topics]}
     # The controller refuses the whole request before any other check.
     if sum(_requested_partitions(t, default) for t in unique) > MAX_PARTITIONS_PER_REQUEST:
         results = [_refused(t.name, ErrorCode.POLICY_VIOLATION,
@@ -61,9 +73,6 @@ async def create_topics(ctx, request):
         return _answer(results, counts)
     checked = []  # (topic, partitions, rf, configs) that passed every check
     records = 0
-    permitted = None
-    if ctx.broker.authorizer is not None and not allowed(ctx, CREATE, CLUSTER):
-        permitted = allowed_names(ctx, CREATE, TOPIC, [t.name for t in unique])
     for t in unique:
         if permitted is not None and t.name not in permitted:
             results.append(_refused(t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,

@@ -5,7 +5,14 @@
   both a name and an id, or neither: INVALID_REQUEST; a name or id given twice:
   INVALID_REQUEST (Kafka's ControllerApis.deleteTopics).
 - ``delete.topic.enable=false``: TOPIC_DELETION_DISABLED from v3, INVALID_REQUEST
-  below, as Kafka.
+  below, for every entry of the request as it was given (names, ids, entries
+  that name both or neither), without a message, as Kafka's ControllerApis
+  refuses it before looking at any of them.
+- ``timeout_ms`` of 0 or less: REQUEST_TIMED_OUT for every topic named, and
+  nothing deleted, as Kafka's controller answers (``broker.apis.controller``),
+  unless every entry was refused before the controller is asked (both or
+  neither of name and id, given twice); deletion disabled is answered first.
+  Either way each entry is answered as given, in the order given.
 - ``__consumer_offsets`` cannot be deleted (docs/deviations.md): Kafka would let
   an operator delete it and lose every group's offsets.  Other internal names
   (``__transaction_state`` …) are deleted as Kafka deletes them.
@@ -18,6 +25,7 @@ from collections import Counter
 
 from kcoord.broker.apis import api
 from kcoord.broker.apis.authz import CLUSTER, DELETE, DESCRIBE, TOPIC, TOPIC_REFUSED, allowed
+from kcoord.broker.apis.controller import TIMED_OUT, timed_out
 from kcoord.broker.topics.manager import TopicError
 from kcoord.storage.layout import OFFSETS_TOPIC
 from kcoord.protocol.errors import ErrorCode
@@ -35,7 +43,17 @@ async def delete_topics(ctx, request):
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
     names = Counter(n for n, i in wanted if n is not None and i == ZERO_UUID)
     ids = Counter(i for n, i in wanted if n is None and i != ZERO_UUID)
-    disabled = not broker.config["delete.topic.enable"]
+    if not broker.config["delete.topic.enable"]:
+        refused = ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST
+    elif timed_out(request.timeout_ms) and (
+            any(c == 1 for c in names.values()) or any(c == 1 for c in ids.values())):
+        refused = TIMED_OUT
+    else:
+        refused = None
+    if refused is not None:  # (DeleteTopicsRequest.getErrorResponse)
+        return {"throttle_time_ms": 0, "responses": [
+            {"name": name, "topic_id": topic_id, "error_code": refused, "error_message": None}
+            for name, topic_id in wanted]}
     # With an authorizer (ControllerApis.deleteTopics): DELETE on the cluster, or
     # DESCRIBE and DELETE on each topic; nothing said of a topic one may not see
     secured = broker.authorizer is not None and not allowed(ctx, DELETE, CLUSTER)
@@ -80,10 +98,6 @@ async def delete_topics(ctx, request):
             else:
                 answer(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID,
                        "This server does not host this topic ID.")
-            continue
-        if disabled:
-            code = ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST
-            answer(topic.name, topic.topic_id, code, "Topic deletion is disabled.")
             continue
         if topic.name == OFFSETS_TOPIC:
             answer(topic.name, topic.topic_id, ErrorCode.INVALID_REQUEST,

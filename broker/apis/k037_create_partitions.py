@@ -12,6 +12,9 @@
   ``validate_only`` checks and changes nothing; more than 10,000 partitions
   added by one request: POLICY_VIOLATION for every topic of it.  Messages as Kafka 4.4's
   controller words them; a topic named twice is answered once, first.
+- ``timeout_ms`` of 0 or less: REQUEST_TIMED_OUT for every topic named, and
+  nothing grown, as Kafka's controller answers (``broker.apis.controller``),
+  unless each topic is named twice or may not be altered by the client.
 - Topics of one request are grown one after another, as Kafka's controller
   serializes them.
 """
@@ -22,6 +25,7 @@ from collections import Counter
 
 from kcoord.broker.apis import api
 from kcoord.broker.apis.authz import ALTER, TOPIC, allowed_names
+from kcoord.broker.apis.controller import TIMED_OUT, timed_out
 from kcoord.broker.topics.manager import TopicError
 from kcoord.protocol.errors import ErrorCode
 from kcoord.storage.layout import OFFSETS_TOPIC
@@ -35,6 +39,12 @@ MAX_ADDED_PER_REQUEST = 10_000
 async def create_partitions(ctx, request):
     broker = ctx.broker
     named = Counter(t.name for t in request.topics)
+    permitted = allowed_names(ctx, ALTER, TOPIC, list(named))
+    if timed_out(request.timeout_ms) and any(
+            n == 1 and name in permitted for name, n in named.items()):
+        return {"throttle_time_ms": 0, "results": [
+            {"name": t.name, "error_code": TIMED_OUT, "error_message": None}
+            for t in request.topics]}
     # Checked before anything else, for the whole request, validate_only or not: a
     # count of two billion must not make two billion folders.
     added = 0
@@ -51,7 +61,6 @@ async def create_partitions(ctx, request):
     results = [{"name": name, "error_code": ErrorCode.INVALID_REQUEST,
                 "error_message": "Duplicate topic name."}
                for name, n in named.items() if n > 1]
-    permitted = allowed_names(ctx, ALTER, TOPIC, list(named))
     for wanted in request.topics:
         if named[wanted.name] > 1:
             continue

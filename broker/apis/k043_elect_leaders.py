@@ -4,12 +4,16 @@ ELECTION_NOT_NEEDED (preferred or unclean alike); an unknown topic or
 partition UNKNOWN_TOPIC_OR_PARTITION; ``topic_partitions`` null (every
 partition) lists each topic with no result, as Kafka lists only the
 partitions it elected; an unknown election type INVALID_REQUEST, for the
-whole request and each partition.  Messages are Kafka 4.4's."""
+whole request and each partition; ``timeout_ms`` of 0 or less
+REQUEST_TIMED_OUT, likewise, without messages, as Kafka's controller answers
+(``broker.apis.controller``), unless ``topic_partitions`` is empty.  Messages
+are Kafka 4.4's."""
 
 from __future__ import annotations
 
 from kcoord.broker.apis import api
 from kcoord.broker.apis.authz import ALTER, CLUSTER, CLUSTER_REFUSED, allowed
+from kcoord.broker.apis.controller import TIMED_OUT, timed_out
 from kcoord.protocol.errors import ErrorCode
 
 PREFERRED, UNCLEAN = 0, 1
@@ -25,6 +29,13 @@ def elect_leaders(ctx, request):
                     {"topic": tp.topic, "partition_result": [
                         {"partition_id": p, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                          "error_message": CLUSTER_REFUSED}
+                        for p in tp.partitions]}
+                    for tp in request.topic_partitions or []]}
+    if timed_out(request.timeout_ms) and request.topic_partitions != []:
+        return {"throttle_time_ms": 0, "error_code": TIMED_OUT,
+                "replica_election_results": [
+                    {"topic": tp.topic, "partition_result": [
+                        {"partition_id": p, "error_code": TIMED_OUT, "error_message": None}
                         for p in tp.partitions]}
                     for tp in request.topic_partitions or []]}
     if request.topic_partitions is None:

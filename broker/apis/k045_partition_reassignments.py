@@ -5,12 +5,16 @@ them: a partition can only be "moved" to this node, where it already is
 other replica list is refused as Kafka's controller refuses it (a broker that
 is not registered, a broker named twice, an empty list), cancelling answers
 NO_REASSIGNMENT_IN_PROGRESS, unknown topics and partitions
-UNKNOWN_TOPIC_OR_PARTITION.  Messages are Kafka 4.4's."""
+UNKNOWN_TOPIC_OR_PARTITION; a ``timeout_ms`` of 0 or less REQUEST_TIMED_OUT for
+the request and each partition, without messages, as Kafka's controller
+answers (``broker.apis.controller``), unless no topic is named.  Messages are
+Kafka 4.4's."""
 
 from __future__ import annotations
 
 from kcoord.broker.apis import api
 from kcoord.broker.apis.authz import ALTER, CLUSTER, CLUSTER_REFUSED, DESCRIBE, allowed
+from kcoord.broker.apis.controller import TIMED_OUT, timed_out
 from kcoord.protocol.errors import ErrorCode
 
 
@@ -23,6 +27,15 @@ def alter_partition_reassignments(ctx, request):
                 if ctx.api_version >= 1 else True,
                 "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "error_message": CLUSTER_REFUSED, "responses": []}
+    if timed_out(request.timeout_ms) and request.topics:
+        # The error answer Kafka builds leaves allow_replication_factor_change
+        # at its default.
+        return {"throttle_time_ms": 0, "allow_replication_factor_change": True,
+                "error_code": TIMED_OUT, "error_message": None, "responses": [
+                    {"name": t.name, "partitions": [
+                        {"partition_index": p.partition_index, "error_code": TIMED_OUT,
+                         "error_message": None} for p in t.partitions]}
+                    for t in request.topics]}
     node = broker.config.node_id
     responses = []
     for t in request.topics:
@@ -60,7 +73,10 @@ def alter_partition_reassignments(ctx, request):
     return {"throttle_time_ms": 0,
             "allow_replication_factor_change": request.allow_replication_factor_change
             if ctx.api_version >= 1 else True,
-            "error_code": ErrorCode.NONE, "error_message": None, "responses": responses}
+            "error_code": ErrorCode.NONE,
+            # (Kafka's controller answers a request naming no topic with its
+            # answer's defaults, where the message is empty rather than null.)
+            "error_message": None if request.topics else "", "responses": responses}
 
 
 @api(key=46, versions=(0, 0))

@@ -12,6 +12,7 @@ fail, so that CI never passes without having asked Kafka.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -45,8 +46,26 @@ def start_reference(**kwargs) -> kafka.KafkaBroker:
         _unavailable(str(exc).splitlines()[0])
 
 
-def create_offsets_topic(broker: kafka.KafkaBroker, timeout: float = 60) -> None:
-    """Ask for a group coordinator until Kafka has created ``__consumer_offsets``.
+@contextlib.contextmanager
+def own_pair(data_dir: Path, overrides: dict):
+    """A Differential between a kcoord (data in ``data_dir``) and a Kafka 4.x of a
+    module's own, both given ``overrides``; both stopped at the end."""
+    from tests.reference.differential import Differential
+
+    reference = start_reference(extra=overrides)
+    ours = None
+    try:
+        ours = BrokerThread(data_dir, overrides).start()
+        yield Differential(ours.bootstrap, reference.bootstrap, f"Kafka {reference.version}")
+    finally:
+        if ours is not None:
+            ours.stop()
+        reference.stop()
+
+
+def create_offsets_topic(broker, timeout: float = 60) -> None:
+    """Ask for a group coordinator until Kafka (``broker``: anything with its
+    ``bootstrap``) has created ``__consumer_offsets``.
 
     kcoord lists ``__consumer_offsets`` from its first start (docs/deviations.md);
     a Kafka that has already created it answers every topic listing the same way.

@@ -19,12 +19,10 @@ import pytest
 
 from kcoord.broker.groups.placement import coordinator_partition
 
-from tests.reference.differential import Differential
-from tests.reference.fixtures import create_offsets_topic, start_reference
+from tests.reference.fixtures import create_offsets_topic, own_pair
 from tests.reference.group_script import GroupScript
 from tests.reference.test_differential_groups import (  # noqa: F401 (diff is a fixture)
     SUB, _group, _joined, _topic, commit, diff, heartbeat, join, sync)
-from tests.support import BrokerThread
 
 FENCED_INSTANCE_ID = 82
 INCONSISTENT_GROUP_PROTOCOL = 23
@@ -127,16 +125,9 @@ SWEEP_MS = 500  # offsets.retention.check.interval.ms of the pair below
 def sweeping(tmp_path_factory):
     """kcoord and Kafka 4.x whose offset-expiry sweep runs every half second."""
     overrides = {"offsets.retention.check.interval.ms": SWEEP_MS}
-    reference = start_reference(extra=overrides)
-    ours = None
-    try:
-        create_offsets_topic(reference)
-        ours = BrokerThread(tmp_path_factory.mktemp("kcoord-sweep"), overrides).start()
-        yield Differential(ours.bootstrap, reference.bootstrap, f"Kafka {reference.version}")
-    finally:
-        if ours is not None:
-            ours.stop()
-        reference.stop()
+    with own_pair(tmp_path_factory.mktemp("kcoord-sweep"), overrides) as pair:
+        create_offsets_topic(pair.kafka)
+        yield pair
 
 
 def test_the_sweep_deletes_an_empty_group_whose_only_member_id_is_pending(sweeping):
