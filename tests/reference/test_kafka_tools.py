@@ -396,6 +396,18 @@ def test_verifiable_consumers_share_a_group_and_commit(tools, make_broker):
     assert assigned  # both joined the group and got partitions
 
 
+def _members(node, group: str) -> set[str]:
+    """The member ids of a Stable group (DescribeGroups)."""
+    from kcoord.protocol.client import WireClient
+
+    with WireClient.to(node.bootstrap) as client:
+        described = client.call(15, 5, {"groups": [group],
+                                        "include_authorized_operations": False})
+    (found,) = described["groups"]
+    assert found["error_code"] == 0 and found["group_state"] == "Stable", found
+    return {m["member_id"] for m in found["members"]}
+
+
 class _VerifiableConsumer:
     """One VerifiableConsumer process with no message limit; ``events`` fills as it
     prints them (JSON lines)."""
@@ -456,7 +468,13 @@ def test_verifiable_consumer_takes_over_from_one_that_leaves_and_rides_a_broker_
     """Two of Kafka's system-test consumers share four partitions; one shuts down
     (LeaveGroup) and the other is handed its partitions and reads on from its
     commits; the broker restarts (same port, same data) and the survivor reads
-    on, still a member of the same generation."""
+    on and commits, still the same member of its group.
+
+    (Whether it joins again after the restart is the client's own affair: a
+    Kafka 4 consumer that finds no broker it can reach re-bootstraps, and if it
+    looks at its subscription before the next Metadata answer arrives, the
+    topic seems to have lost its partitions and it rejoins, with its member
+    id, as it would against Kafka.)"""
     from tests.integration.members import until
 
     port = kafka.free_port()
@@ -491,6 +509,8 @@ def test_verifiable_consumer_takes_over_from_one_that_leaves_and_rides_a_broker_
         until(lambda: second.consumed(mark) == [(p, o) for p in range(4) for o in (10, 11)], 60,
               lambda: f"the new messages, from the partitions' commits: {second.events[mark:]}")
 
+        member = _members(node, "handovers")
+        assert len(member) == 1
         node.stop()
         node = make_broker(tmp_path / "restarted", overrides=overrides)
         mark = len(second.events)
@@ -500,9 +520,10 @@ def test_verifiable_consumer_takes_over_from_one_that_leaves_and_rides_a_broker_
         until(lambda: {(c["partition"], c["offset"]) for e in second.named(
                   "offsets_committed", mark) if e["success"] for c in e["offsets"]}
               >= {(p, 13) for p in range(4)}, 30, "their commits")
-        # The group came back with its member and generation: its commits were
-        # accepted and it never had to join again.
-        assert not [e for e in second.events[mark:] if e["name"].startswith("partitions_")]
+        # The group came back with its member: its commits were accepted, and
+        # it is still the member it was (one the restart had lost would have
+        # been given a new member id when it joined again).
+        assert _members(node, "handovers") == member
     finally:
         for v in consumers:
             v.stop()
