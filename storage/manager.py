@@ -441,28 +441,48 @@ class LogManager:
         return deleted
 
     def run_cleaner(self, now_ms: int | None = None) -> int:
-        """Compact every log that needs it (synchronously); returns how many were cleaned."""
+        """Compact every log that needs it (synchronously), then retention on the
+        compacted and deleted logs (``_retain_compacted``); returns how many were
+        cleaned."""
         now = self.clock() if now_ms is None else now_ms
         cleaned = 0
         for plog in self._maintainable():
             if plog.config.compact:
                 with _unless_deleted_meanwhile(plog):
                     cleaned += plog.compact(now) is not None
-        if cleaned:
+        deleted = self._retain_compacted(now)
+        if cleaned or deleted:
             self.write_checkpoints()
         return cleaned
 
     async def run_cleaner_async(self, now_ms: int | None = None) -> int:
-        """Compact every log that needs it, each in a worker thread."""
+        """Compact every log that needs it, each in a worker thread, then
+        retention on the compacted and deleted logs (in a worker thread too)."""
         now = self.clock() if now_ms is None else now_ms
         cleaned = 0
         for plog in self._maintainable():
             if plog.config.compact:
                 with _unless_deleted_meanwhile(plog):
                     cleaned += await plog.compact_async(now) is not None
-        if cleaned:
-            await asyncio.get_running_loop().run_in_executor(None, self.write_checkpoints)
+        loop = asyncio.get_running_loop()
+        deleted = await loop.run_in_executor(None, self._retain_compacted, now)
+        if cleaned or deleted:
+            await loop.run_in_executor(None, self.write_checkpoints)
         return cleaned
+
+    def _retain_compacted(self, now: int) -> int:
+        """Retention of every log whose ``cleanup.policy`` is both compact and
+        delete, as Kafka's log cleaner applies it after each of its passes
+        (``LogCleanerManager.deletableLogs``, ``deleteOldSegments``): such a log
+        loses its expired segments at the cleaner's pace
+        (``log.cleaner.backoff.ms``), not only at the retention check
+        (``log.retention.check.interval.ms``).  Returns the segments deleted."""
+        deleted = 0
+        for plog in self._maintainable():
+            if plog.config.compact and plog.config.delete:
+                with _unless_deleted_meanwhile(plog):
+                    deleted += plog.delete_old_segments(now)
+        return deleted
 
     def write_checkpoints(self) -> None:
         """Write the three checkpoint files from the logs open now (any thread).

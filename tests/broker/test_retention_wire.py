@@ -288,3 +288,21 @@ def test_topic_retention_applies_to_logs_opened_at_the_next_start(make_broker, t
     with WireClient.to(second.bootstrap) as wire:
         _wait_for_log_start(wire, "ret-restart", 2)
         assert _list_offset(wire, "ret-restart", -1) == 2
+
+
+def test_a_compacted_and_deleted_topic_expires_at_the_cleaner_s_pace(make_broker):
+    """``cleanup.policy=compact,delete``: Kafka's log cleaner applies retention
+    to such a topic after each of its passes (every ``log.cleaner.backoff.ms``),
+    so its expired records go long before the retention check's next pass;
+    a delete-only topic waits for that pass (here an hour away)."""
+    node = make_broker(overrides={"log.retention.check.interval.ms": HOUR_MS,
+                                  "log.cleaner.backoff.ms": CHECK_INTERVAL_MS})
+    with WireClient.to(node.bootstrap, client_id="retention-tests") as wire:
+        old = _now_ms() - 60_000
+        for name, policy in (("cd", "compact,delete"), ("d", "delete")):
+            _create(wire, name, cleanup_policy=policy, retention_ms=5_000)
+            _produce(wire, name, build_batch([Record(None, old, b"k%d" % i, b"v")
+                                              for i in range(5)]))
+        _wait_for_log_start(wire, "cd", 5)
+        assert _list_offset(wire, "d", -2) == 0
+        assert _list_offset(wire, "cd", -1) == 5

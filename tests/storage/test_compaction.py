@@ -191,3 +191,30 @@ def test_a_batch_its_codec_cannot_read_is_reported_as_corrupt(tmp_path):
     with pytest.raises(R.CorruptRecordError):
         plog.compact(force=True)
     plog.close()
+
+
+@pytest.mark.parametrize("run", ["sync", "async"])
+def test_the_cleaner_applies_retention_to_compacted_and_deleted_logs(tmp_path, run):
+    """Kafka's log cleaner runs retention on every ``compact,delete`` log after
+    each of its passes: expired records go at the cleaner's pace, not only at
+    the retention check.  A compact-only log keeps them, and a delete-only log
+    is left to the retention check."""
+    mgr = LogManager(str(tmp_path / "data"), LogConfig(segment_bytes=1_500))
+    mgr.open_all()
+    both = LogConfig(segment_bytes=1_500, cleanup_policy="compact,delete", retention_ms=5_000)
+    logs = {"both": mgr.get_or_create("both", 0, both),
+            "compact": mgr.get_or_create("compact", 0, CFG),
+            "delete": mgr.get_or_create("delete", 0, LogConfig(segment_bytes=1_500,
+                                                                retention_ms=5_000))}
+    for plog in logs.values():
+        _fill(plog, 30, keys=30)  # timestamps 1,000 to 1,029: expired at 7,000
+    if run == "sync":
+        mgr.run_cleaner(now_ms=7_000)
+    else:
+        asyncio.run(mgr.run_cleaner_async(now_ms=7_000))
+    assert {name: plog.log_start_offset for name, plog in logs.items()} == {
+        "both": 30, "compact": 0, "delete": 0}
+    assert logs["both"].log_end_offset == 30
+    mgr.close()
+    starts = read_checkpoint(str(tmp_path / "data" / "log-start-offset-checkpoint"))
+    assert starts[("both", 0)] == 30
