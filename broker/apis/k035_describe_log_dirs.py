@@ -3,7 +3,9 @@ dir) with the size of each partition asked for (``topics`` null: every
 partition), as a one-node Kafka answers it: offset lag 0 (no replica to
 catch up), no future replicas, and from v4 the file system's total and
 usable bytes.  Unknown topics and partitions are left out, as Kafka leaves
-them out; an offline log dir answers KAFKA_STORAGE_ERROR."""
+them out; every partition of ``__consumer_offsets`` is listed, those never
+written to with size 0, as Kafka lists the empty logs it made with the topic;
+an offline log dir answers KAFKA_STORAGE_ERROR."""
 
 from __future__ import annotations
 
@@ -37,9 +39,11 @@ def describe_log_dirs(ctx, request):
         found = []
         for p in indexes:
             plog = logs.get(name, p) if logs is not None else None
-            if plog is None:
-                continue  # a __consumer_offsets partition never written
-            found.append({"partition_index": p, "partition_size": plog.size_bytes,
+            # A __consumer_offsets partition never written has no folder yet
+            # (it is made on the first write); Kafka made its empty log with
+            # the topic.
+            found.append({"partition_index": p,
+                          "partition_size": plog.size_bytes if plog is not None else 0,
                           "offset_lag": 0, "is_future_key": False})
         if found:
             topics.append({"name": name, "partitions": found})

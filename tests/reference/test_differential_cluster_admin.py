@@ -67,6 +67,23 @@ def test_describe_log_dirs_as_kafka(d, version):
     assert _masked(ours) == _masked(theirs)
 
 
+@pytest.mark.parametrize("version", [1, 5])
+def test_describe_log_dirs_lists_every_offsets_partition_as_kafka(d, version):
+    """Kafka makes the 50 logs of ``__consumer_offsets`` with the topic; kcoord
+    makes a partition's folder on its first write, and lists the others empty."""
+    from tests.reference.fixtures import create_offsets_topic
+
+    create_offsets_topic(d.kafka)
+    ours, theirs = d.ask(35, version, {"topics": [
+        {"topic": "__consumer_offsets", "partitions": list(range(60))}]})
+    for answer in (ours, theirs):
+        (result,) = answer["results"]
+        (topic,) = result["topics"]
+        assert [p["partition_index"] for p in topic["partitions"]] == list(range(50))
+        assert all(p["partition_size"] >= 0 and p["offset_lag"] == 0
+                   for p in topic["partitions"])
+
+
 @pytest.mark.parametrize("version", [0, 1, 2])
 def test_elect_leaders_as_kafka(d, version):
     t = f"el-{version}-{next(_names)}"
