@@ -431,13 +431,20 @@ class LogManager:
 
     def run_retention(self, now_ms: int | None = None) -> int:
         """One retention pass over every log; returns the segments deleted."""
-        now = self.clock() if now_ms is None else now_ms
-        deleted = 0
-        for plog in self._maintainable():
-            with _unless_deleted_meanwhile(plog):
-                deleted += plog.delete_old_segments(now)
+        deleted = self._retain(self.clock() if now_ms is None else now_ms)
         if deleted:
             self.write_checkpoints()
+        return deleted
+
+    def _retain(self, now: int, compacted_only: bool = False) -> int:
+        """Retention of every log (``compacted_only``: of those whose
+        ``cleanup.policy`` is both compact and delete); the segments deleted."""
+        deleted = 0
+        for plog in self._maintainable():
+            if compacted_only and not (plog.config.compact and plog.config.delete):
+                continue
+            with _unless_deleted_meanwhile(plog):
+                deleted += plog.delete_old_segments(now)
         return deleted
 
     def run_cleaner(self, now_ms: int | None = None) -> int:
@@ -477,12 +484,7 @@ class LogManager:
         loses its expired segments at the cleaner's pace
         (``log.cleaner.backoff.ms``), not only at the retention check
         (``log.retention.check.interval.ms``).  Returns the segments deleted."""
-        deleted = 0
-        for plog in self._maintainable():
-            if plog.config.compact and plog.config.delete:
-                with _unless_deleted_meanwhile(plog):
-                    deleted += plog.delete_old_segments(now)
-        return deleted
+        return self._retain(now, compacted_only=True)
 
     def write_checkpoints(self) -> None:
         """Write the three checkpoint files from the logs open now (any thread).

@@ -208,13 +208,30 @@ def test_the_cleaner_applies_retention_to_compacted_and_deleted_logs(tmp_path, r
                                                                 retention_ms=5_000))}
     for plog in logs.values():
         _fill(plog, 30, keys=30)  # timestamps 1,000 to 1,029: expired at 7,000
-    if run == "sync":
-        mgr.run_cleaner(now_ms=7_000)
-    else:
-        asyncio.run(mgr.run_cleaner_async(now_ms=7_000))
+    # A compact-only log whose start DeleteRecords moved keeps the segments
+    # below it until the retention check: Kafka's cleaner leaves such a log be.
+    trimmed = mgr.get_or_create("trimmed", 0, CFG)
+    _fill(trimmed, 30, keys=30)
+    trimmed.advance_log_start_offset(20)
+    below = len(trimmed.segments)
+    assert trimmed.segments[0].base_offset == 0 and below > 1
+
+    def cleaner_pass(now):
+        if run == "sync":
+            mgr.run_cleaner(now_ms=now)
+        else:
+            asyncio.run(mgr.run_cleaner_async(now_ms=now))
+
+    cleaner_pass(2_000)  # compacts what is dirty; nothing has expired yet
+    assert logs["both"].log_start_offset == 0
+    cleaner_pass(7_000)  # nothing left to compact: retention alone
     assert {name: plog.log_start_offset for name, plog in logs.items()} == {
         "both": 30, "compact": 0, "delete": 0}
     assert logs["both"].log_end_offset == 30
-    mgr.close()
+    assert trimmed.segments[0].base_offset == 0
+    assert mgr.run_retention(now_ms=7_000) >= 1  # the retention check takes them
+    assert trimmed.segments[0].base_offset > 0
+    # The new log start is checkpointed by the pass itself, not only at close.
     starts = read_checkpoint(str(tmp_path / "data" / "log-start-offset-checkpoint"))
     assert starts[("both", 0)] == 30
+    mgr.close()
