@@ -843,6 +843,22 @@ def test_create_topics_without_create(pair, version):
     assert {t["error_code"] for t in theirs[0]["topics"]} == {TOPIC_AUTH}
 
 
+@pytest.mark.parametrize("version", [7, 4])
+def test_topics_alice_may_not_touch_leave_no_deadline_to_miss(pair, version):
+    """With a timeout of 0, Kafka's controller times out only a request that
+    leaves it something to do: topics the client may not create or alter are
+    refused before it is asked, and answered as with any timeout."""
+    theirs = pair.same("alice", _ask((19, version, {"topics": [
+        {"name": n, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+         "configs": []} for n in ("pay-new", "new-topic", "orders")],
+        "timeout_ms": 0, "validate_only": False})))
+    assert {t["error_code"] for t in theirs[0]["topics"]} == {TOPIC_AUTH}
+    grown = pair.same("alice", _ask((37, 3, {"topics": [
+        {"name": n, "count": 2, "assignments": None} for n in ("secret", "orders")],
+        "timeout_ms": 0, "validate_only": False})))
+    assert {r["error_code"] for r in grown[0]["results"]} == {TOPIC_AUTH}
+
+
 @pytest.mark.parametrize("version", [6, 3])
 def test_delete_topics_without_delete(pair, version):
     names = ["payments", "secret", "orders", "pay-unknown", "unknown-topic"]
